@@ -1,0 +1,52 @@
+"""The library entry point: a trace in, an `Analysis` out (used by the CLI, profile and gate)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from advisor.engine.registry import load_rules, select
+from advisor.engine.runner import RuleResults, run_rules
+from advisor.graph.model import OpGraph
+from advisor.graph.timeline import Summary, summarize
+from advisor.ingest.base import LoadOptions, load_trace
+
+
+@dataclass
+class Analysis:
+    graph: OpGraph
+    summary: Summary
+    results: RuleResults
+
+    @property
+    def steps_source(self) -> str:
+        if not self.graph.steps:
+            return "none"
+        if self.graph.steps[0].name.endswith("(launch pattern)"):
+            return "launch pattern"
+        return "ranges"
+
+
+def analyze_graph(
+    graph: OpGraph,
+    rule_names: Sequence[str] | None = None,
+    options: Mapping[str, Mapping[str, object]] | None = None,
+) -> Analysis:
+    from advisor.engine.context import analysed_steps
+
+    rules = select(load_rules(), list(rule_names or []))
+    steps = analysed_steps(graph)
+    summary = summarize(graph, steps)
+    results = run_rules(graph, rules, options)
+    return Analysis(graph, summary, results)
+
+
+def analyze(
+    path: str | Path,
+    rule_names: Sequence[str] | None = None,
+    options: Mapping[str, Mapping[str, object]] | None = None,
+    load_options: LoadOptions | None = None,
+) -> Analysis:
+    """Read a trace and run the rules over its steady-state steps."""
+    return analyze_graph(load_trace(path, load_options), rule_names, options)

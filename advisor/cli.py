@@ -1,0 +1,69 @@
+"""The `advisor` command: a thin click group over the library, with one error funnel.
+
+Each subcommand lives in `advisor.commands.<name>` and only parses options, calls the library
+and picks a renderer. `main` is the only place that turns exceptions into exit codes: an
+`AdvisorError` prints one line (the traceback only with ``--traceback``), a bug prints the
+traceback and exits 70 so it is never mistaken for a finding.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from advisor.errors import AdvisorError, ExitCode
+
+INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in advisor, not in the user's input
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="advisor")
+@click.option("--traceback", "show_traceback", is_flag=True, help="Show the traceback of errors.")
+@click.pass_context
+def cli(ctx: click.Context, show_traceback: bool) -> None:
+    """Why is my H100 training step slow, what should I change, and how much faster will it get."""
+    ctx.ensure_object(dict)
+    ctx.obj["traceback"] = show_traceback
+
+
+def _register() -> None:
+    from advisor.commands import analyze, gate, profile, rules
+
+    for module in (analyze, gate, profile, rules):
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    show_tb = "--traceback" in args
+    try:
+        result = cli.main(args=args, prog_name="advisor", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("advisor: aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return ExitCode.BAD_INPUT if e.exit_code == 2 else e.exit_code
+    except AdvisorError as e:
+        if show_tb:
+            traceback.print_exc()
+        click.echo(f"advisor: error: {e}", err=True)
+        return int(e.exit_code)
+    except KeyboardInterrupt:
+        click.echo("advisor: interrupted", err=True)
+        return 130
+    except Exception:  # a bug: say so, with the traceback, and never exit 0/1/2
+        traceback.print_exc()
+        click.echo("advisor: internal error (a bug in advisor; please report it with the "
+                   "traceback above)", err=True)
+        return INTERNAL_ERROR
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

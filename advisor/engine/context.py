@@ -1,0 +1,127 @@
+"""What a rule gets besides the graph: the analysed steps, options, and the what-if model."""
+
+from __future__ import annotations
+
+import copy
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from advisor.engine.effects import Effect
+from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
+from advisor.engine.whatif import Replay, Simulation
+from advisor.graph.model import OpGraph, Step
+
+
+def analysed_steps(graph: OpGraph) -> list[Step]:
+    """The longest run of consecutive steady-state steps of the busiest step thread.
+
+    One process is analysed (rank 0's role in a multi-process trace is played by whichever
+    process has the most steps); the replay needs consecutive steps.
+    """
+    steady = graph.steady_steps
+    if not steady:
+        return []
+    per_thread: dict[tuple[int, int], list[Step]] = {}
+    for s in graph.steps:
+        per_thread.setdefault((s.pid, s.tid), []).append(s)
+    key = max(per_thread, key=lambda k: sum(1 for s in per_thread[k] if not s.warmup))
+    best: list[Step] = []
+    run: list[Step] = []
+    for s in sorted(per_thread[key], key=lambda s: s.cpu_start_ns):
+        if s.warmup:
+            run = []
+            continue
+        run.append(s)
+        if len(run) > len(best):
+            best = list(run)
+    return best
+
+
+@dataclass
+class RuleContext:
+    graph: OpGraph
+    steps: list[Step]
+    options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+
+    def option(self, rule: str, key: str, default: object) -> object:
+        return self.options.get(rule, {}).get(key, default)
+
+    @cached_property
+    def _template(self) -> Simulation | None:
+        return Simulation(self.graph, self.steps) if self.steps else None
+
+    def simulation(self) -> Simulation:
+        if self._template is None:
+            raise ValueError("no steady-state steps to model")
+        return _clone(self._template)
+
+    @cached_property
+    def baseline(self) -> Replay:
+        return self.simulation().run()
+
+    @cached_property
+    def step_ns(self) -> float:
+        """The observed mean step time of the analysed steps."""
+        return statistics.fmean(s.time_ns for s in self.steps) if self.steps else 0.0
+
+    def replay(self, effects: Sequence[Effect]) -> Replay:
+        sim = self.simulation()
+        for e in sorted(effects, key=lambda e: e.order):
+            e.apply(sim)
+        return sim.run()
+
+    def speedup(self, effects: Sequence[Effect]) -> float:
+        base = self.baseline.mean_ns
+        after = self.replay(effects).mean_ns
+        return base / after if after > 0 else 1.0
+
+    def finding(
+        self,
+        rule: type,
+        message: str,
+        evidence: Evidence,
+        fix: Fix,
+        effects: Sequence[Effect],
+        model: str,
+        assumptions: Sequence[str],
+        confidence: Confidence,
+        low_effects: Sequence[Effect] | None = None,
+        high_effects: Sequence[Effect] | None = None,
+    ) -> Finding:
+        """A finding whose estimate is the replay of the steps with ``effects`` applied;
+        ``low_effects``/``high_effects`` are the pessimistic and optimistic variants."""
+        speedup = self.speedup(effects)
+        low = self.speedup(low_effects) if low_effects is not None else speedup
+        high = self.speedup(high_effects) if high_effects is not None else speedup
+        low, high = min(low, speedup), max(high, speedup)
+        estimate = Estimate(
+            step_ns=self.step_ns,
+            predicted_step_ns=self.step_ns / speedup,
+            speedup=speedup,
+            low=low,
+            high=high,
+            model=model,
+            assumptions=tuple(assumptions),
+        )
+        return Finding(
+            rule=rule.name,
+            code=rule.code,
+            message=message,
+            evidence=evidence,
+            fix=fix,
+            estimate=estimate,
+            confidence=confidence,
+            effects=tuple(effects),
+        )
+
+
+def _clone(sim: Simulation) -> Simulation:
+    """A copy whose nodes and ops can be edited without touching the template."""
+    new = copy.copy(sim)
+    new.nodes = [copy.copy(n) for n in sim.nodes]
+    for n in new.nodes:
+        n.ops = list(n.ops)
+    new.ops = [copy.copy(o) for o in sim.ops]
+    return new

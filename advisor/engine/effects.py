@@ -1,0 +1,111 @@
+"""The vocabulary of fixes the what-if model understands.
+
+A rule describes what its fix does to the trace (these kernels disappear, these syncs stop
+waiting, this region becomes one graph launch) and never computes a speedup itself; the engine
+replays the steps with the effects applied. Effects are plain data so that all findings' effects
+can be applied together for the combined estimate, in `ORDER`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from advisor.engine.whatif import Simulation
+
+
+@dataclass(frozen=True)
+class Effect:
+    def apply(self, sim: Simulation) -> None:
+        raise NotImplementedError
+
+    @property
+    def order(self) -> int:
+        return ORDER.index(type(self)) if type(self) in ORDER else len(ORDER)
+
+
+@dataclass(frozen=True)
+class DropOps(Effect):
+    """GPU ops fused into a neighbour (``keep_fraction`` 0) or made that much cheaper."""
+
+    op_ids: tuple[int, ...]
+    keep_fraction: float = 0.0
+
+    def apply(self, sim: Simulation) -> None:
+        sim.drop_ops(self.op_ids, self.keep_fraction)
+
+
+@dataclass(frozen=True)
+class SetOpDurations(Effect):
+    """GPU ops take the given time (a faster kernel for the same work)."""
+
+    durations: tuple[tuple[int, int], ...]
+
+    def apply(self, sim: Simulation) -> None:
+        sim.set_op_durations(dict(self.durations))
+
+
+@dataclass(frozen=True)
+class RemoveWaits(Effect):
+    """Host calls stop blocking on the GPU."""
+
+    call_ids: tuple[int, ...]
+
+    def apply(self, sim: Simulation) -> None:
+        sim.unwait(self.call_ids)
+
+
+@dataclass(frozen=True)
+class SetCallDurations(Effect):
+    """Host calls take the given time (an allocation served from a preallocated pool)."""
+
+    durations: tuple[tuple[int, int], ...]
+
+    def apply(self, sim: Simulation) -> None:
+        sim.set_call_durations(dict(self.durations))
+
+
+@dataclass(frozen=True)
+class ScaleHostWork(Effect):
+    """Host work between calls inside the intervals takes ``factor`` of its time."""
+
+    intervals: tuple[tuple[int, int], ...]
+    factor: float
+
+    def apply(self, sim: Simulation) -> None:
+        sim.scale_host_gaps(self.intervals, self.factor)
+
+
+@dataclass(frozen=True)
+class OverlapOps(Effect):
+    """GPU ops (copies) move to a side stream and overlap the step."""
+
+    op_ids: tuple[int, ...]
+    durations: tuple[tuple[int, int], ...] = field(default=())
+
+    def apply(self, sim: Simulation) -> None:
+        sim.to_side_stream(self.op_ids, dict(self.durations))
+
+
+@dataclass(frozen=True)
+class CaptureGraph(Effect):
+    """Each host interval is replayed as one CUDA graph."""
+
+    intervals: tuple[tuple[int, int], ...]
+    launch_ns: int | None = None  # host cost of one graph launch; default: the measured constant
+    node_gap_ns: int | None = None  # gap between graph kernels; default: the measured constant
+
+    def apply(self, sim: Simulation) -> None:
+        kwargs = {}
+        if self.launch_ns is not None:
+            kwargs["launch_ns"] = self.launch_ns
+        if self.node_gap_ns is not None:
+            kwargs["node_gap_ns"] = self.node_gap_ns
+        sim.capture_graph(self.intervals, **kwargs)
+
+
+# Kernel-level changes first, graph capture last: capture collapses whatever launches remain.
+ORDER: list[type[Effect]] = [
+    DropOps, SetOpDurations, RemoveWaits, SetCallDurations, ScaleHostWork, OverlapOps, CaptureGraph,
+]

@@ -1,0 +1,99 @@
+"""What CUDA runtime/driver calls do to the host, by name.
+
+Traces name calls differently (``cudaLaunchKernel_v7000`` in nsys, ``cudaLaunchKernel`` in Kineto,
+``cuLaunchKernelEx`` from Triton), so every rule asks these predicates instead of matching names.
+"""
+
+from __future__ import annotations
+
+import re
+
+_VERSION_SUFFIX = re.compile(r"_v\d+$|_ptsz$|_ptds$")
+
+
+def normalize(name: str) -> str:
+    """``cudaLaunchKernel_v7000`` -> ``cudaLaunchKernel``; ``cuMemcpyAsync_ptsz`` -> ``cuMemcpyAsync``."""
+    prev = None
+    while prev != name:
+        prev, name = name, _VERSION_SUFFIX.sub("", name)
+    return name
+
+
+LAUNCH_CALLS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchKernelEx",
+        "cudaLaunchCooperativeKernel",
+        "cudaLaunchCooperativeKernelMultiDevice",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "cuLaunchCooperativeKernel",
+        "cuLaunchGrid",
+        "cuLaunchGridAsync",
+    }
+)
+GRAPH_LAUNCH_CALLS = frozenset({"cudaGraphLaunch", "cuGraphLaunch"})
+
+# Calls that block the calling host thread until the device has finished earlier work.
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+    }
+)
+# Copies: the synchronous flavours block the host; async ones do too from pageable memory.
+COPY_CALLS_SYNC = frozenset(
+    {"cudaMemcpy", "cudaMemcpy2D", "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol",
+     "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemcpy2D", "cuMemcpy3D"}
+)
+COPY_CALLS_ASYNC = frozenset(
+    {"cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyPeerAsync",
+     "cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync"}
+)
+MEMSET_CALLS = frozenset({"cudaMemset", "cudaMemsetAsync", "cuMemsetD8Async", "cuMemsetD32Async",
+                          "cuMemsetD8", "cuMemsetD32"})
+# Allocation calls: slow, and cudaFree / cudaFreeHost synchronize the whole device.
+ALLOC_CALLS = frozenset(
+    {"cudaMalloc", "cudaFree", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost", "cudaHostRegister",
+     "cudaHostUnregister", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocManaged",
+     "cuMemAlloc", "cuMemFree", "cuMemAllocHost", "cuMemHostAlloc", "cuMemFreeHost",
+     "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "cuMemAddressReserve",
+     "cuMemAddressFree", "cuMemSetAccess", "cuMemHostRegister", "cuMemHostUnregister"}
+)
+HOST_ALLOC_CALLS = frozenset({"cudaMallocHost", "cudaHostAlloc", "cudaFreeHost", "cudaHostRegister",
+                              "cudaHostUnregister", "cuMemAllocHost", "cuMemHostAlloc",
+                              "cuMemFreeHost", "cuMemHostRegister", "cuMemHostUnregister"})
+DEVICE_SYNCING_ALLOC_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cuMemFree", "cuMemFreeHost"})
+
+
+def is_launch(name: str) -> bool:
+    return name in LAUNCH_CALLS or name in GRAPH_LAUNCH_CALLS
+
+
+def is_sync(name: str) -> bool:
+    return name in SYNC_CALLS
+
+
+def is_copy(name: str) -> bool:
+    return name in COPY_CALLS_SYNC or name in COPY_CALLS_ASYNC
+
+
+def is_alloc(name: str) -> bool:
+    return name in ALLOC_CALLS
+
+
+def may_block(name: str) -> bool:
+    """Calls during which the host may wait for the device."""
+    return (
+        name in SYNC_CALLS
+        or name in COPY_CALLS_SYNC
+        or name in COPY_CALLS_ASYNC
+        or name in DEVICE_SYNCING_ALLOC_CALLS
+        or name in {"cudaMemset", "cuMemsetD8", "cuMemsetD32"}
+    )

@@ -1,0 +1,368 @@
+"""The op graph: one schema for what any trace says happened during training.
+
+Every ingest module (Nsight Systems SQLite, torch.profiler Chrome trace) produces an `OpGraph`;
+every rule and report reads only this. Keeping the schema in one file is what lets a rule written
+against an nsys export also run on a Kineto trace.
+
+Units and conventions
+---------------------
+* Times are ``int`` nanoseconds on the trace's own clock (``*_ns``); sizes are ``int`` bytes
+  (``*_bytes``). Durations are derived, never stored twice.
+* ``pid``/``tid`` are the operating system's ids. Correlation ids are only unique within a
+  process, so every join uses ``(pid, correlation)``.
+* ``id`` fields are unique within one graph and stable for one trace file, so findings can cite
+  them as evidence.
+
+Node kinds
+----------
+* `CpuRange`: a host interval that names work: NVTX ranges, ``record_function`` annotations,
+  PyTorch operators (``aten::mm``), Python functions. Ranges on one thread nest.
+* `ApiCall`: a CUDA runtime or driver call on a host thread (``cudaLaunchKernel``,
+  ``cudaMemcpyAsync``, ``cudaStreamSynchronize`` ...).
+* `GpuOp`: work on a device stream: a kernel, a copy, a memset, or a whole CUDA graph replay
+  when the profiler traced graphs as one row.
+* `SyncWait`: the GPU-side record of a host waiting on the device (CUPTI's SYNCHRONIZATION
+  activity, Kineto's ``cuda_sync``).
+* `Step`: one training iteration, with its phases.
+
+Edge kinds (see `OpGraph.to_networkx`)
+--------------------------------------
+* ``launch``: ApiCall -> GpuOp it enqueued (matched by ``(pid, correlation)``).
+* ``stream``: GpuOp -> the next GpuOp on the same ``(device, stream)``.
+* ``sync``: GpuOp -> the ApiCall that waited for it to finish.
+* ``contains``: CpuRange -> ApiCall/CpuRange directly inside it on the same thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # networkx is imported lazily: most analyses never need the object graph.
+    import networkx as nx
+
+
+class GpuOpKind(str, Enum):
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    GRAPH = "graph"  # a CUDA graph replay traced as one row (nsys default graph tracing)
+
+
+class RangeSource(str, Enum):
+    NVTX = "nvtx"  # NVTX push/pop or start/end range (nsys)
+    ANNOTATION = "annotation"  # torch.profiler record_function / ProfilerStep#N (Kineto)
+    OPERATOR = "operator"  # a framework operator such as aten::mm (Kineto cpu_op)
+    PYTHON = "python"  # a Python function (Kineto with_stack)
+
+
+class ApiLayer(str, Enum):
+    RUNTIME = "runtime"
+    DRIVER = "driver"
+
+
+class SyncKind(str, Enum):
+    STREAM = "stream"  # cudaStreamSynchronize and blocking copies on a stream
+    DEVICE = "device"  # cudaDeviceSynchronize / context synchronize
+    EVENT = "event"  # cudaEventSynchronize
+    STREAM_WAIT_EVENT = "stream_wait_event"  # device-side wait, the host does not block
+    OTHER = "other"
+
+
+PHASES = ("data", "forward", "loss", "backward", "optimizer")
+"""The phase names a step is split into, in the order they run."""
+
+
+@dataclass(slots=True)
+class CpuRange:
+    id: int
+    name: str
+    start_ns: int
+    end_ns: int
+    pid: int
+    tid: int
+    source: RangeSource
+    domain: str = ""
+    # Operator inputs when the profiler recorded them (Kineto ``Input Dims``/``Input type``):
+    # what lets a rule compute FLOPs and bytes instead of guessing them.
+    shapes: tuple | None = None
+    dtypes: tuple | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class ApiCall:
+    id: int
+    name: str  # without CUPTI's version suffix: "cudaLaunchKernel", not "cudaLaunchKernel_v7000"
+    start_ns: int
+    end_ns: int
+    pid: int
+    tid: int
+    correlation: int
+    layer: ApiLayer = ApiLayer.RUNTIME
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class GpuOp:
+    id: int
+    kind: GpuOpKind
+    name: str  # demangled kernel name; "Memcpy HtoD", "Memset" ... for the others
+    start_ns: int
+    end_ns: int
+    device: int
+    stream: int
+    pid: int
+    correlation: int | None
+    bytes: int = 0  # copies and memsets
+    copy_kind: str = ""  # "HtoD", "DtoH", "DtoD", "HtoH", "PtoP" for copies
+    host_memory: str = ""  # "pageable" or "pinned" when a copy touches host memory
+    graph_id: int | None = None  # set when the op ran as part of a CUDA graph replay
+    grid: tuple[int, int, int] | None = None
+    block: tuple[int, int, int] | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class SyncWait:
+    id: int
+    kind: SyncKind
+    start_ns: int
+    end_ns: int
+    pid: int
+    tid: int | None
+    correlation: int | None
+    device: int | None = None
+    stream: int | None = None
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class Step:
+    """One training iteration on one host thread.
+
+    The CPU interval is where the host was; the GPU interval is what the step took on the
+    device (see `advisor.graph.projection`), which is the step time a user feels in steady
+    state because the host usually runs ahead of the GPU.
+    """
+
+    index: int  # the trace's own step number where it has one, else the position
+    name: str
+    pid: int
+    tid: int
+    cpu_start_ns: int
+    cpu_end_ns: int
+    gpu_start_ns: int | None = None
+    gpu_end_ns: int | None = None
+    warmup: bool = False
+    # phase name -> CPU intervals of that phase inside the step (a phase may occur twice)
+    phases: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def cpu_ns(self) -> int:
+        return self.cpu_end_ns - self.cpu_start_ns
+
+    @property
+    def gpu_ns(self) -> int | None:
+        if self.gpu_start_ns is None or self.gpu_end_ns is None:
+            return None
+        return self.gpu_end_ns - self.gpu_start_ns
+
+    @property
+    def time_ns(self) -> int:
+        """The step's time: on the GPU where it ran work there, else on the host."""
+        gpu = self.gpu_ns
+        return gpu if gpu is not None else self.cpu_ns
+
+
+@dataclass(slots=True)
+class GpuInfo:
+    device: int
+    name: str
+    sm_count: int | None = None
+    memory_bytes: int | None = None
+    compute_capability: str | None = None
+
+
+@dataclass(slots=True)
+class TraceInfo:
+    path: str
+    format: str  # "nsys-sqlite" or "kineto-json"
+    schema_version: str = ""
+    tool_version: str = ""
+    gpus: list[GpuInfo] = field(default_factory=list)
+    processes: dict[int, str] = field(default_factory=dict)
+    threads: dict[tuple[int, int], str] = field(default_factory=dict)
+    software: dict[str, str] = field(default_factory=dict)  # "cuda": "12.4", "torch": ...
+    # Whole-trace counts, aggregated at ingest so they stay right when only a window of the
+    # trace is loaded in detail: "kernels", "api_calls", "nvtx_ranges", "memcpys" ...
+    totals: dict[str, int] = field(default_factory=dict)
+    # Where the detailed events cover the trace: [start, end) on the trace clock.
+    window_ns: tuple[int, int] | None = None
+    notes: list[str] = field(default_factory=list)  # what the ingest could not read, plainly
+
+
+class OpGraph:
+    """All events of the analysis window plus the steps, with the indexes rules need.
+
+    Lists are sorted by start time. The networkx view (`to_networkx`) is built on demand; the
+    flat lists and the dictionaries below answer most questions far faster.
+    """
+
+    def __init__(
+        self,
+        info: TraceInfo,
+        ranges: list[CpuRange],
+        api_calls: list[ApiCall],
+        gpu_ops: list[GpuOp],
+        syncs: list[SyncWait],
+        steps: list[Step],
+    ) -> None:
+        self.info = info
+        self.ranges = sorted(ranges, key=lambda r: (r.start_ns, -r.end_ns))
+        self.api_calls = sorted(api_calls, key=lambda a: a.start_ns)
+        self.gpu_ops = sorted(gpu_ops, key=lambda g: g.start_ns)
+        self.syncs = sorted(syncs, key=lambda s: s.start_ns)
+        self.steps = sorted(steps, key=lambda s: (s.pid, s.tid, s.cpu_start_ns))
+
+    # ----- lookups -------------------------------------------------------------------------
+
+    @cached_property
+    def api_by_correlation(self) -> dict[tuple[int, int], ApiCall]:
+        return {(a.pid, a.correlation): a for a in self.api_calls}
+
+    @cached_property
+    def ops_by_correlation(self) -> dict[tuple[int, int], list[GpuOp]]:
+        out: dict[tuple[int, int], list[GpuOp]] = defaultdict(list)
+        for op in self.gpu_ops:
+            if op.correlation is not None:
+                out[(op.pid, op.correlation)].append(op)
+        return out
+
+    def launcher(self, op: GpuOp) -> ApiCall | None:
+        """The host call that enqueued this GPU op, if the trace has it."""
+        if op.correlation is None:
+            return None
+        return self.api_by_correlation.get((op.pid, op.correlation))
+
+    def launched(self, call: ApiCall) -> list[GpuOp]:
+        """The GPU ops a host call enqueued (several for a graph launch traced per node)."""
+        return self.ops_by_correlation.get((call.pid, call.correlation), [])
+
+    @cached_property
+    def streams(self) -> dict[tuple[int, int], list[GpuOp]]:
+        """(device, stream) -> its ops in start order."""
+        out: dict[tuple[int, int], list[GpuOp]] = defaultdict(list)
+        for op in self.gpu_ops:
+            out[(op.device, op.stream)].append(op)
+        return dict(out)
+
+    @cached_property
+    def _api_by_thread(self) -> dict[tuple[int, int], tuple[list[int], list[ApiCall]]]:
+        out: dict[tuple[int, int], list[ApiCall]] = defaultdict(list)
+        for a in self.api_calls:
+            out[(a.pid, a.tid)].append(a)
+        return {k: ([a.start_ns for a in v], v) for k, v in out.items()}
+
+    @cached_property
+    def _ranges_by_thread(self) -> dict[tuple[int, int], tuple[list[int], list[CpuRange]]]:
+        out: dict[tuple[int, int], list[CpuRange]] = defaultdict(list)
+        for r in self.ranges:
+            out[(r.pid, r.tid)].append(r)
+        return {k: ([r.start_ns for r in v], v) for k, v in out.items()}
+
+    def api_calls_in(self, pid: int, tid: int, start_ns: int, end_ns: int) -> list[ApiCall]:
+        """Calls made on one thread that start inside [start_ns, end_ns)."""
+        starts, calls = self._api_by_thread.get((pid, tid), ([], []))
+        return calls[bisect_left(starts, start_ns) : bisect_left(starts, end_ns)]
+
+    def ranges_in(self, pid: int, tid: int, start_ns: int, end_ns: int) -> list[CpuRange]:
+        """Ranges on one thread that start inside [start_ns, end_ns)."""
+        starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))
+        return ranges[bisect_left(starts, start_ns) : bisect_left(starts, end_ns)]
+
+    def ranges_at(self, pid: int, tid: int, t_ns: int) -> list[CpuRange]:
+        """Ranges on one thread that enclose t_ns, outermost first."""
+        starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))
+        hi = bisect_right(starts, t_ns)
+        return [r for r in ranges[:hi] if r.end_ns > t_ns]
+
+    def ops_launched_in(self, pid: int, tid: int, start_ns: int, end_ns: int) -> list[GpuOp]:
+        """GPU ops enqueued by calls made on one thread inside [start_ns, end_ns)."""
+        ops: list[GpuOp] = []
+        for call in self.api_calls_in(pid, tid, start_ns, end_ns):
+            ops.extend(self.launched(call))
+        return ops
+
+    def step_ops(self, step: Step) -> list[GpuOp]:
+        """The GPU work a step enqueued (what its host thread launched during the step)."""
+        return self.ops_launched_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns)
+
+    @property
+    def steady_steps(self) -> list[Step]:
+        return [s for s in self.steps if not s.warmup]
+
+    def kernels(self) -> Iterator[GpuOp]:
+        return (op for op in self.gpu_ops if op.kind is GpuOpKind.KERNEL)
+
+    @property
+    def has_gpu_work(self) -> bool:
+        return bool(self.gpu_ops)
+
+    # ----- networkx view -------------------------------------------------------------------
+
+    def to_networkx(self, ops: Iterable[GpuOp] | None = None) -> nx.MultiDiGraph:
+        """The op graph as networkx: nodes ("range"|"api"|"gpu", id) with the event as
+        ``data["event"]``, typed edges ``kind`` in launch/stream/sync/contains.
+
+        Pass ``ops`` to restrict it to some GPU ops and the calls that launched them (a step).
+        """
+        import networkx as nx
+
+        g = nx.MultiDiGraph()
+        chosen = list(self.gpu_ops if ops is None else ops)
+        for op in chosen:
+            g.add_node(("gpu", op.id), event=op)
+            call = self.launcher(op)
+            if call is not None:
+                g.add_node(("api", call.id), event=call)
+                g.add_edge(("api", call.id), ("gpu", op.id), kind="launch")
+        by_stream: dict[tuple[int, int], list[GpuOp]] = defaultdict(list)
+        for op in chosen:
+            by_stream[(op.device, op.stream)].append(op)
+        for ops_on_stream in by_stream.values():
+            ops_on_stream.sort(key=lambda o: o.start_ns)
+            for a, b in itertools.pairwise(ops_on_stream):
+                g.add_edge(("gpu", a.id), ("gpu", b.id), kind="stream")
+        from advisor.graph.syncs import waited_ops  # local: syncs imports this module
+
+        for call, op in waited_ops(self, [d["event"] for n, d in g.nodes(data=True)
+                                          if n[0] == "api"]):
+            if ("gpu", op.id) in g:
+                g.add_edge(("gpu", op.id), ("api", call.id), kind="sync")
+        api_nodes = [d["event"] for n, d in list(g.nodes(data=True)) if n[0] == "api"]
+        for call in api_nodes:
+            enclosing = self.ranges_at(call.pid, call.tid, call.start_ns)
+            if enclosing:
+                inner = enclosing[-1]
+                g.add_node(("range", inner.id), event=inner)
+                g.add_edge(("range", inner.id), ("api", call.id), kind="contains")
+        return g

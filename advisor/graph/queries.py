@@ -1,0 +1,129 @@
+"""Questions rules ask of the analysed steps, answered once here so rules stay short."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
+
+_LOSS_OP = re.compile(r"loss|cross_entropy|nll_|criterion", re.I)
+
+
+def step_intervals(steps: Sequence[Step]) -> list[tuple[int, int]]:
+    return [(s.cpu_start_ns, s.cpu_end_ns) for s in steps]
+
+
+def process_calls(graph: OpGraph, steps: Sequence[Step],
+                  predicate: Callable[[ApiCall], bool] | None = None) -> list[ApiCall]:
+    """Host calls of the steps' process (every thread: autograd's backward thread launches too)
+    made during the steps."""
+    if not steps:
+        return []
+    pid = steps[0].pid
+    spans = step_intervals(steps)
+    out = []
+    i = 0
+    for c in graph.api_calls:  # sorted by start
+        if c.pid != pid:
+            continue
+        while i < len(spans) and spans[i][1] <= c.start_ns:
+            i += 1
+        if i == len(spans):
+            break
+        if spans[i][0] <= c.start_ns < spans[i][1] and (predicate is None or predicate(c)):
+            out.append(c)
+    return out
+
+
+def step_of(steps: Sequence[Step], t_ns: int) -> Step | None:
+    for s in steps:
+        if s.cpu_start_ns <= t_ns < s.cpu_end_ns:
+            return s
+    return None
+
+
+def launched_ops(graph: OpGraph, calls: Iterable[ApiCall]) -> list[GpuOp]:
+    out: list[GpuOp] = []
+    for c in calls:
+        out.extend(graph.launched(c))
+    return out
+
+
+def steps_ops(graph: OpGraph, steps: Sequence[Step]) -> list[GpuOp]:
+    """GPU ops launched during the steps by any thread of their process."""
+    return launched_ops(graph, process_calls(graph, steps))
+
+
+def phase_spans(steps: Sequence[Step], phase: str) -> list[tuple[int, int]]:
+    return [span for s in steps for span in s.phases.get(phase, [])]
+
+
+def loss_spans(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
+    """Where the loss is computed: the ``loss`` phase, else the span of loss operators
+    (``aten::nll_loss``, ``aten::mse_loss`` ...) in each step."""
+    spans = phase_spans(steps, "loss")
+    if spans:
+        return spans
+    out = []
+    for s in steps:
+        loss_ranges = [r for r in graph.ranges_in(s.pid, s.tid, s.cpu_start_ns, s.cpu_end_ns)
+                       if _LOSS_OP.search(r.name) and r.name != s.name]
+        if loss_ranges:
+            out.append((min(r.start_ns for r in loss_ranges), max(r.end_ns for r in loss_ranges)))
+    return out
+
+
+def inside(t_ns: int, spans: Sequence[tuple[int, int]]) -> bool:
+    return any(a <= t_ns < b for a, b in spans)
+
+
+def per_step(total: float, steps: Sequence[Step]) -> float:
+    return total / len(steps) if steps else 0.0
+
+
+def step_indices(steps: Sequence[Step], times: Iterable[int]) -> tuple[int, ...]:
+    found = []
+    for t in times:
+        s = step_of(steps, t)
+        if s is not None and s.index not in found:
+            found.append(s.index)
+    return tuple(sorted(found))
+
+
+def graphable_regions(steps: Sequence[Step]) -> list[tuple[int, int]]:
+    """Per step, the host interval a CUDA graph would replay: the step after its data phase
+    (loading the next batch stays outside the graph; it is copied into a static buffer)."""
+    out = []
+    for s in steps:
+        start = s.cpu_start_ns
+        for a, b in s.phases.get("data", []):
+            if a <= start + 1 and b > start:  # a data phase that opens the step
+                start = b
+        out.append((start, s.cpu_end_ns))
+    return out
+
+
+def uses_cuda_graphs(graph: OpGraph, steps: Sequence[Step]) -> bool:
+    """True when the steps already replay CUDA graphs."""
+    from advisor.graph import api_names
+    from advisor.graph.model import GpuOpKind
+
+    calls = process_calls(graph, steps, lambda c: c.name in api_names.GRAPH_LAUNCH_CALLS)
+    if calls:
+        return True
+    return any(o.kind is GpuOpKind.GRAPH or o.graph_id is not None for o in steps_ops(graph, steps))
+
+
+def stream_sequences(ops: Iterable[GpuOp]) -> list[list[GpuOp]]:
+    """Ops grouped per (device, stream), each list in execution order."""
+    by_stream: dict[tuple[int, int], list[GpuOp]] = {}
+    for o in ops:
+        by_stream.setdefault((o.device, o.stream), []).append(o)
+    return [sorted(v, key=lambda o: o.start_ns) for v in by_stream.values()]
+
+
+def op_share(ops: Iterable[GpuOp], steps: Sequence[Step]) -> float:
+    """Summed duration of ``ops`` as a share of the steps' time."""
+    total = sum(s.time_ns for s in steps)
+    return sum(o.duration_ns for o in ops) / total if total else 0.0

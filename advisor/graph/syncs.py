@@ -1,0 +1,70 @@
+"""Which host calls waited for the GPU, and for which GPU op.
+
+A call waited when it may block by its semantics (`api_names.may_block`) and an op launched
+before it finished while the call was still running: the host was held until that op's end.
+This is read off the timestamps, so it finds implicit syncs too (a pageable ``cudaMemcpyAsync``,
+a ``cudaFree``), whatever the trace format.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from advisor.graph.api_names import may_block
+
+if TYPE_CHECKING:
+    from advisor.graph.model import ApiCall, GpuOp, OpGraph
+
+END_SLACK_NS = 2_000
+"""A wait returns a few microseconds after the op it waited for ends (the host polls or is woken):
+ops ending up to this long after the call still count as awaited."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostWait:
+    call: ApiCall
+    op: GpuOp  # the last op the call waited for
+    wait_ns: int  # how long the host was held, from the call's start to the op's end
+
+
+def _ops_by_pid_end(graph: OpGraph) -> dict[int, tuple[list[int], list[GpuOp]]]:
+    by_pid: dict[int, list[GpuOp]] = defaultdict(list)
+    for op in graph.gpu_ops:
+        by_pid[op.pid].append(op)
+    out = {}
+    for pid, ops in by_pid.items():
+        ops.sort(key=lambda o: o.end_ns)
+        out[pid] = ([o.end_ns for o in ops], ops)
+    return out
+
+
+def host_waits(graph: OpGraph, calls: Iterable[ApiCall] | None = None) -> list[HostWait]:
+    """Every call (of ``calls``, default all) that held its thread waiting for the GPU."""
+    index = _ops_by_pid_end(graph)
+    out: list[HostWait] = []
+    for call in graph.api_calls if calls is None else calls:
+        if not may_block(call.name):
+            continue
+        ends, ops = index.get(call.pid, ([], []))
+        lo = bisect_left(ends, call.start_ns)
+        hi = bisect_right(ends, call.end_ns + END_SLACK_NS)
+        for i in range(hi - 1, lo - 1, -1):
+            op = ops[i]
+            launched_before = (
+                op.correlation is not None and op.correlation < call.correlation
+            ) or (op.correlation is None and op.start_ns < call.start_ns)
+            own_copy = op.correlation == call.correlation  # a sync copy waits on itself too
+            if launched_before or own_copy:
+                wait = min(op.end_ns, call.end_ns) - call.start_ns
+                if wait > 0:
+                    out.append(HostWait(call, op, wait))
+                break
+    return out
+
+
+def waited_ops(graph: OpGraph, calls: Iterable[ApiCall] | None = None) -> list[tuple[ApiCall, GpuOp]]:
+    return [(w.call, w.op) for w in host_waits(graph, calls)]

@@ -1,0 +1,225 @@
+"""Where each step's time goes: GPU busy and idle, why the GPU idled, phases, kernel mix.
+
+Idle time is blamed on what the host was doing while every stream of the device was empty: the
+innermost CUDA call it was in (a ``cudaStreamSynchronize``, a pageable ``cudaMemcpy``, a
+``cudaMalloc``), else the innermost named range (a phase, an operator), else plain host work.
+That is the answer to "why does the GPU wait".
+"""
+
+from __future__ import annotations
+
+import statistics
+from bisect import bisect_right
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from advisor.graph.kernels import KernelCategory, classify, short_name
+from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
+from advisor.graph.projection import Projector
+from advisor.graph.steps import phase_order
+
+LAUNCH_GAP_NS = 20_000
+"""GPU gaps shorter than this, ending at a kernel launched just before, are launch latency."""
+
+
+@dataclass
+class StepBreakdown:
+    step: Step
+    time_ns: int
+    busy_ns: int
+    idle_ns: int
+    idle_causes: dict[str, int]  # cause -> ns
+    phases: dict[str, int]  # phase -> GPU-projected ns
+    kernels: int
+    api_calls: int
+
+
+@dataclass
+class KernelStat:
+    name: str
+    category: str
+    count: int
+    total_ns: int
+
+
+@dataclass
+class Summary:
+    steps: list[StepBreakdown]
+    all_step_times_ns: list[int]  # every step found, warm-up included, in order
+    warmup_steps: int
+    category_ns: dict[str, int] = field(default_factory=dict)  # per analysed step, mean
+    top_kernels: list[KernelStat] = field(default_factory=list)
+
+    def _median(self, values: Iterable[float]) -> float:
+        v = list(values)
+        return float(statistics.median(v)) if v else 0.0
+
+    @property
+    def median_step_ns(self) -> float:
+        return self._median(b.time_ns for b in self.steps)
+
+    @property
+    def mean_step_ns(self) -> float:
+        return statistics.fmean(b.time_ns for b in self.steps) if self.steps else 0.0
+
+    @property
+    def median_busy_ns(self) -> float:
+        return self._median(b.busy_ns for b in self.steps)
+
+    def phase_medians_ns(self) -> dict[str, float]:
+        names = phase_order({p for b in self.steps for p in b.phases})
+        return {p: self._median(b.phases.get(p, 0) for b in self.steps) for p in names}
+
+    def idle_cause_medians_ns(self) -> dict[str, float]:
+        causes = Counter()
+        for b in self.steps:
+            causes.update(b.idle_causes)
+        n = max(1, len(self.steps))
+        return {c: ns / n for c, ns in causes.most_common()}
+
+
+def _union_length(intervals: list[tuple[int, int]]) -> tuple[int, list[tuple[int, int]]]:
+    """Total covered length and the gaps between the merged intervals."""
+    if not intervals:
+        return 0, []
+    intervals.sort()
+    total, gaps = 0, []
+    cur_s, cur_e = intervals[0]
+    for s, e in intervals[1:]:
+        if s > cur_e:
+            total += cur_e - cur_s
+            gaps.append((cur_e, s))
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    total += cur_e - cur_s
+    return total, gaps
+
+
+def _host_cause(graph: OpGraph, step: Step, t: int, next_op: GpuOp | None) -> str:
+    """Blame for an idle instant when the host was in no CUDA call."""
+    if next_op is not None:
+        launcher = graph.launcher(next_op)
+        if (launcher is not None and launcher.start_ns <= t
+                and 0 <= next_op.start_ns - launcher.start_ns <= LAUNCH_GAP_NS):
+            return "launch latency"
+    named = [r for r in graph.ranges_at(step.pid, step.tid, t) if r.name != step.name]
+    if named:
+        name = named[-1].name
+        return name if len(name) <= 60 else name[:59] + "…"
+    return "host (untraced)"
+
+
+def _call_segments(calls: Sequence[ApiCall]) -> list[tuple[int, int, str]]:
+    """Calls flattened into disjoint, sorted segments (an overlapping call keeps its tail)."""
+    segs: list[tuple[int, int, str]] = []
+    cur_end = -(2**62)
+    for c in sorted(calls, key=lambda c: c.start_ns):
+        s = max(c.start_ns, cur_end)
+        if c.end_ns > s:
+            segs.append((s, c.end_ns, c.name))
+            cur_end = c.end_ns
+    return segs
+
+
+def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg_starts: list[int],
+               a: int, b: int, next_op: GpuOp | None, causes: dict[str, int]) -> None:
+    """Split one GPU-idle gap [a, b) between the host calls and host work during it."""
+    i = max(0, bisect_right(seg_starts, a) - 1)
+    t = a
+    while t < b:
+        while i < len(segs) and segs[i][1] <= t:
+            i += 1
+        if i < len(segs) and segs[i][0] <= t:
+            stop = min(b, segs[i][1])
+            causes[segs[i][2]] += stop - t
+        else:
+            stop = min(b, segs[i][0]) if i < len(segs) else b
+            causes[_host_cause(graph, step, t, next_op)] += stop - t
+        t = stop
+
+
+def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown:
+    g0 = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
+    g1 = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
+    ops = [o for o in graph.gpu_ops if o.pid == step.pid and o.end_ns > g0 and o.start_ns < g1]
+    busy, gaps = _union_length([(max(o.start_ns, g0), min(o.end_ns, g1)) for o in ops])
+    if ops:
+        first = min(o.start_ns for o in ops)
+        last = max(o.end_ns for o in ops)
+        if first > g0:
+            gaps.insert(0, (g0, first))
+        if last < g1:
+            gaps.append((last, g1))
+    else:
+        gaps = [(g0, g1)] if g1 > g0 else []
+    calls = [c for c in graph.api_calls if c.pid == step.pid and c.end_ns > g0 and c.start_ns < g1]
+    starts = sorted(ops, key=lambda o: o.start_ns)
+    segs = _call_segments(calls)
+    seg_starts = [x[0] for x in segs]
+    causes: dict[str, int] = defaultdict(int)
+    j = 0
+    for a, b in gaps:
+        while j < len(starts) and starts[j].start_ns < b:
+            j += 1
+        next_op = starts[j] if j < len(starts) else None
+        _blame_gap(graph, step, segs, seg_starts, a, b, next_op, causes)
+    phases: dict[str, int] = {}
+    for name, spans in step.phases.items():
+        total = 0
+        for s, e in spans:
+            total += projector.gpu_time(step.pid, e) - projector.gpu_time(step.pid, s)
+        phases[name] = total
+    time_ns = step.time_ns
+    return StepBreakdown(
+        step=step,
+        time_ns=time_ns,
+        busy_ns=busy,
+        idle_ns=max(0, (g1 - g0) - busy),
+        idle_causes=dict(causes),
+        phases=phases,
+        kernels=sum(1 for o in ops if o.kind.value == "kernel"),
+        api_calls=len(graph.api_calls_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns)),
+    )
+
+
+def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
+    projector = Projector(graph)
+    rows = [breakdown(graph, s, projector) for s in steps]
+    cat_ns: dict[str, int] = defaultdict(int)
+    per_kernel: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    if steps:
+        windows = [(s.gpu_start_ns or s.cpu_start_ns, s.gpu_end_ns or s.cpu_end_ns, s.pid)
+                   for s in steps]
+        lo = min(w[0] for w in windows)
+        hi = max(w[1] for w in windows)
+        pids = {w[2] for w in windows}
+        for o in graph.gpu_ops:
+            if o.pid in pids and lo <= o.start_ns < hi:
+                cat = classify(o).value
+                cat_ns[cat] += o.duration_ns
+                stat = per_kernel[o.name]
+                stat[0] += 1
+                stat[1] += o.duration_ns
+    n = max(1, len(steps))
+    top_kernels = [
+        KernelStat(short_name(name), classify_name_cached(name), c // n if c >= n else c, t // n)
+        for name, (c, t) in sorted(per_kernel.items(), key=lambda kv: -kv[1][1])[:top]
+    ]
+    return Summary(
+        steps=rows,
+        all_step_times_ns=[s.time_ns for s in graph.steps],
+        warmup_steps=sum(1 for s in graph.steps if s.warmup),
+        category_ns={k: v // n for k, v in sorted(cat_ns.items(), key=lambda kv: -kv[1])},
+        top_kernels=top_kernels,
+    )
+
+
+def classify_name_cached(name: str) -> str:
+    from advisor.graph.kernels import classify_name
+
+    return classify_name(name).value
+
+
+__all__ = ["KernelCategory", "StepBreakdown", "Summary", "summarize"]

@@ -1,0 +1,134 @@
+"""The JSON result: the versioned, schema-checked contract for machines (CI, `advisor gate`).
+
+The schema is `advisor/report/schema.json` (JSON Schema draft 2020-12); `SCHEMA_VERSION` changes
+its major number on any incompatible change. Times are milliseconds (``*_ms``), as users read
+them; the graph's nanoseconds stay inside.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from advisor.analysis import Analysis
+from advisor.engine.rule import Finding
+from advisor.errors import OutputError
+
+SCHEMA_VERSION = "1.0"
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / 1e6, 4)
+
+
+def advisor_version() -> str:
+    try:
+        return version("advisor")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def _finding(f: Finding, category: str) -> dict[str, Any]:
+    e = f.estimate
+    return {
+        "rule": f.rule,
+        "code": f.code,
+        "category": category,
+        "message": f.message,
+        "confidence": f.confidence.value,
+        "estimated_speedup": round(e.speedup, 4),
+        "speedup_low": round(e.low, 4),
+        "speedup_high": round(e.high, 4),
+        "predicted_step_ms": _ms(e.predicted_step_ns),
+        "saved_ms_per_step": _ms(e.saved_ns_per_step),
+        "model": e.model,
+        "assumptions": list(e.assumptions),
+        "evidence": {
+            "steps": list(f.evidence.steps),
+            "kernels": list(f.evidence.kernels),
+            "ranges": list(f.evidence.ranges),
+            "api_calls": list(f.evidence.api_calls),
+            "node_ids": list(f.evidence.node_ids),
+            "quantities": {k: float(v) for k, v in f.evidence.quantities.items()},
+        },
+        "fix": {
+            "title": f.fix.title,
+            "snippet": f.fix.snippet,
+            "kind": f.fix.kind,
+            "requires": list(f.fix.requires),
+        },
+    }
+
+
+def to_dict(analysis: Analysis) -> dict[str, Any]:
+    from advisor.engine.registry import load_rules
+
+    categories = {r.name: r.category.value for r in load_rules()}
+    g, s, r = analysis.graph, analysis.summary, analysis.results
+    info = g.info
+    combined = r.combined
+    steady_times = [b.time_ns for b in s.steps]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "advisor_version": advisor_version(),
+        "trace": {
+            "path": info.path,
+            "format": info.format,
+            "schema_version": info.schema_version,
+            "tool_version": info.tool_version,
+            "gpus": [
+                {"device": x.device, "name": x.name, "sm_count": x.sm_count,
+                 "memory_bytes": x.memory_bytes, "compute_capability": x.compute_capability}
+                for x in info.gpus
+            ],
+            "software": dict(info.software),
+            "totals": dict(info.totals),
+            "window_ms": None if info.window_ns is None else [_ms(info.window_ns[0]),
+                                                              _ms(info.window_ns[1])],
+            "has_gpu_work": g.has_gpu_work,
+            "notes": list(info.notes),
+        },
+        "steps": {
+            "count": int(info.totals.get("steps", len(g.steps))),
+            "source": analysis.steps_source,
+            "warmup": s.warmup_steps,
+            "analysed": len(s.steps),
+            "median_ms": _ms(s.median_step_ns) if s.steps else None,
+            "mean_ms": _ms(s.mean_step_ns) if s.steps else None,
+            "min_ms": _ms(min(steady_times)) if steady_times else None,
+            "max_ms": _ms(max(steady_times)) if steady_times else None,
+            "times_ms": [_ms(t) for t in s.all_step_times_ns],
+            "gpu_busy_ms": _ms(s.median_busy_ns) if s.steps else None,
+            "gpu_idle_ms": _ms(s.median_step_ns - s.median_busy_ns) if s.steps else None,
+            "idle_causes_ms": {k: _ms(v) for k, v in s.idle_cause_medians_ns().items()},
+            "phases": {k: _ms(v) for k, v in s.phase_medians_ns().items()},
+        },
+        "kernels": {
+            "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
+            "top": [
+                {"name": k.name, "category": k.category, "count_per_step": k.count,
+                 "ms_per_step": _ms(k.total_ns)}
+                for k in s.top_kernels
+            ],
+        },
+        "findings": [_finding(f, categories.get(f.rule, "")) for f in r.findings],
+        "skipped": [{"rule": x.rule, "reason": x.reason} for x in r.skipped],
+        "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
+        "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else (
+            _ms(s.mean_step_ns) if s.steps else None),
+        "model_check": {
+            "replay_error": None if r.baseline_error is None else round(r.baseline_error, 4),
+        },
+    }
+
+
+def write_json(analysis: Analysis, path: str | Path) -> None:
+    data = to_dict(analysis)
+    text = json.dumps(data, indent=2, sort_keys=False)
+    try:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror}") from e

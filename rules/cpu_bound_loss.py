@@ -1,0 +1,161 @@
+"""cpu-bound-loss: the loss runs on the host's schedule, and the GPU waits for it."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from advisor.engine.context import RuleContext
+from advisor.engine.effects import CaptureGraph, DropOps, RemoveWaits
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
+from advisor.graph import api_names
+from advisor.graph.kernels import short_name
+from advisor.graph.model import GpuOpKind, OpGraph
+from advisor.graph.projection import Projector
+from advisor.graph.queries import (
+    graphable_regions,
+    inside,
+    launched_ops,
+    loss_spans,
+    per_step,
+    process_calls,
+    step_of,
+)
+from advisor.graph.syncs import host_waits
+
+MIN_LOSS_SHARE = 0.10
+"""The loss must hold at least this share of the step on the GPU timeline before its cost is
+worth a finding of its own (below it, `host-sync` and `uncaptured-cuda-graph` cover the rest)."""
+
+
+class CpuBoundLoss(Rule):
+    """The loss is computed with host round trips, so the GPU idles between forward and backward.
+
+    What it detects
+    ---------------
+    A loss (the ``loss`` phase, or the loss operators when phases are not marked) that holds a
+    large share of the step on the GPU timeline while the GPU mostly idles: host syncs inside it
+    (``.item()``, ``.cpu()``, ``.tolist()``, data-dependent branches) and a per-sample Python loop
+    that repeats the same small kernels.
+
+    Why it is slow
+    --------------
+    Each round trip drains the GPU queue; the host then runs Python per sample and launches tiny
+    kernels one at a time. The GPU, which just ran a fast forward pass, waits for the host. In
+    MLPerf Mask R-CNN the loss took over 40% of the step this way.
+
+    Evidence
+    --------
+    The loss's GPU-projected time per step, its syncs, its kernels per step and how often the
+    same kernel repeats (the per-sample loop).
+
+    Example
+    -------
+    ```python
+    loss = 0
+    for i in range(batch):                       # per-sample Python loop
+        if targets[i].sum().item() > 0:          # host round trip per sample
+            loss = loss + box_loss(pred[i], targets[i])
+    ```
+
+    Use instead
+    -----------
+    ```python
+    mask = targets.sum(dim=1) > 0                # stays on the GPU
+    per_sample = box_loss(pred, targets, reduction="none").sum(dim=1)
+    loss = (per_sample * mask).sum() / mask.sum().clamp(min=1)
+    # then capture the whole step in a CUDA graph (see uncaptured-cuda-graph)
+    ```
+
+    Speedup model
+    -------------
+    Replay of the analysed steps with the MLPerf fix applied: the loss's host waits removed, the
+    per-sample loop vectorized (each distinct loss kernel runs once per step instead of once per
+    sample: small kernels cost about the same for one sample or a batch), and the step after its
+    data phase captured as one CUDA graph. Low bound: the loop's kernels all kept (only syncs
+    removed and the step graphed).
+
+    Known false positives
+    ---------------------
+    A loss that genuinely needs host decisions per step (dynamic matching on the CPU) can only
+    move that work off the critical path, not remove it.
+
+    References
+    ----------
+    NVIDIA MLPerf Training v1.0/v2.0 Mask R-CNN (vectorized loss, full-model CUDA graph: +30%);
+    ``torch.cuda.set_sync_debug_mode``.
+    """
+
+    code = "HOST002"
+    name = "cpu-bound-loss"
+    category = Category.HOST
+    requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
+
+    def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
+        steps = ctx.steps
+        spans = loss_spans(graph, steps)
+        if not spans:
+            return
+        projector = Projector(graph)
+        loss_gpu = sum(projector.gpu_time(steps[0].pid, b) - projector.gpu_time(steps[0].pid, a)
+                       for a, b in spans)
+        step_total = sum(s.time_ns for s in steps)
+        share = loss_gpu / step_total if step_total else 0.0
+        calls = process_calls(graph, steps, lambda c: inside(c.start_ns, spans))
+        waits = host_waits(graph, [c for c in calls if api_names.may_block(c.name)])
+        kernels = [o for o in launched_ops(graph, calls) if o.kind is GpuOpKind.KERNEL]
+        if share < MIN_LOSS_SHARE or not (waits or len(kernels) > 2 * len(steps)):
+            return
+        kernel_busy = sum(o.duration_ns for o in kernels)
+        # The per-sample loop: per step, every launch of a kernel name after its first.
+        seen: set[tuple[int, str]] = set()
+        repeats = []
+        for o in kernels:
+            call = graph.launcher(o)
+            s = step_of(steps, call.start_ns) if call else None
+            key = (s.index if s else -1, o.name)
+            if key in seen:
+                repeats.append(o)
+            else:
+                seen.add(key)
+        counts = Counter(short_name(o.name) for o in kernels)
+        regions = graphable_regions(steps)
+        all_waits = host_waits(graph, process_calls(graph, steps, lambda c: api_names.may_block(c.name)))
+        unwait_all = RemoveWaits(tuple(w.call.id for w in all_waits))
+        capture = CaptureGraph(tuple(regions))
+        vectorize = DropOps(tuple(o.id for o in repeats))
+        n = len(steps)
+        yield ctx.finding(
+            type(self),
+            message=(f"the loss holds {share:.0%} of the step ({per_step(loss_gpu, steps) / 1e6:.2f} ms) "
+                     f"while the GPU runs {per_step(kernel_busy, steps) / 1e6:.2f} ms of it: "
+                     f"{len(waits) / n:.0f} host syncs and {len(kernels) / n:.0f} kernels per step"),
+            evidence=Evidence(
+                steps=tuple(s.index for s in steps),
+                kernels=tuple(k for k, _ in counts.most_common(5)),
+                ranges=("loss",),
+                api_calls=tuple(sorted({w.call.name for w in waits})),
+                node_ids=tuple(f"api:{w.call.id}" for w in waits[:50]),
+                quantities={
+                    "loss_gpu_ns_per_step": per_step(loss_gpu, steps),
+                    "loss_share": share,
+                    "loss_kernel_ns_per_step": per_step(kernel_busy, steps),
+                    "loss_syncs_per_step": len(waits) / n,
+                    "loss_kernels_per_step": len(kernels) / n,
+                    "repeated_kernels_per_step": len(repeats) / n,
+                },
+            ),
+            fix=Fix(
+                title="Vectorize the loss without host syncs, then capture the step in a CUDA graph",
+                snippet=("mask = targets.sum(dim=1) > 0            # no .item()\n"
+                         "loss = (loss_fn(pred, targets, reduction='none').sum(1) * mask).sum()\n"
+                         "# then: torch.cuda.graph / make_graphed_callables over the whole step"),
+            ),
+            effects=[unwait_all, vectorize, capture] if repeats else [unwait_all, capture],
+            low_effects=[unwait_all, capture],
+            model=("replay with the loss's syncs removed, its per-sample kernels collapsed to one "
+                   "launch per distinct kernel, and the step captured as one CUDA graph"),
+            assumptions=("a vectorized kernel over the batch costs about one per-sample kernel",
+                         "the step can be captured once the loss is static"),
+            confidence=Confidence.MODELED,
+        )

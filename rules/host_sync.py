@@ -1,0 +1,131 @@
+"""host-sync: the host waits for the GPU in the middle of a step, outside the loss."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from advisor.engine.context import RuleContext
+from advisor.engine.effects import RemoveWaits
+from advisor.engine.rule import Category, Confidence, Finding, Fix, Requirement, Rule
+from advisor.engine.rule import Evidence as Ev
+from advisor.graph import api_names
+from advisor.graph.kernels import short_name
+from advisor.graph.model import OpGraph
+from advisor.graph.queries import inside, loss_spans, per_step, process_calls, step_indices
+from advisor.graph.syncs import host_waits
+
+
+class HostSync(Rule):
+    """Host synchronizations in the step hold the GPU back.
+
+    What it detects
+    ---------------
+    Host calls inside steady-state steps that block until the GPU has drained its queue:
+    ``cudaStreamSynchronize``/``cudaDeviceSynchronize``/``cudaEventSynchronize`` and blocking
+    device-to-host scalar copies (``.item()``, ``.cpu()``, ``.tolist()``, ``print(tensor)``),
+    outside the loss computation (that is `cpu-bound-loss`) and outside pageable input copies
+    (that is `pageable-memcpy`).
+
+    Why it is slow
+    --------------
+    While the host waits, it enqueues nothing. When the wait returns the GPU queue is empty, so
+    the GPU idles for as long as the host then needs to launch the next kernels: every sync
+    turns the host's launch time, normally hidden behind GPU work, into GPU idle time.
+
+    Evidence
+    --------
+    The blocking calls per step with the time each held the host, and the kernel each waited for.
+
+    Example
+    -------
+    ```python
+    loss = model(x).loss
+    torch.cuda.synchronize()          # left over from timing
+    print(f"loss {loss.item():.3f}")  # blocking copy every step
+    loss.backward()
+    if grad_norm(model).item() > 1e3: # data-dependent branch on a GPU value
+        ...
+    ```
+
+    Use instead
+    -----------
+    ```python
+    loss = model(x).loss
+    loss.backward()
+    running = running + loss.detach()          # stays on the GPU
+    if step % log_every == 0:
+        print(f"loss {(running / log_every).item():.3f}")  # one sync per log interval
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, error_if_nonfinite=False)
+    ```
+
+    Speedup model
+    -------------
+    Replay of the analysed steps with those calls no longer waiting (each costs the ~1.5 µs of a
+    call that finds the GPU done): the host keeps enqueuing while the GPU runs, so the launch
+    time after each sync overlaps GPU work. Low bound: only ``cudaStreamSynchronize``/device
+    syncs removed (scalar copies kept, as when a value really must reach the host).
+
+    Known false positives
+    ---------------------
+    A sync needed for correctness (host reads a value to decide control flow) can only move:
+    to the end of the step, or to every N steps. Syncs at the very end of a step cost little and
+    usually fall under the 2% reporting threshold.
+
+    References
+    ----------
+    PyTorch CUDA semantics, "Asynchronous execution";
+    ``torch.cuda.set_sync_debug_mode("warn")`` reports every synchronizing call.
+    """
+
+    code = "HOST001"
+    name = "host-sync"
+    category = Category.HOST
+    requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
+
+    def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
+        steps = ctx.steps
+        loss = loss_spans(graph, steps)
+        data = [span for s in steps for span in s.phases.get("data", [])]
+        calls = process_calls(graph, steps, lambda c: api_names.may_block(c.name)
+                              and c.name not in api_names.DEVICE_SYNCING_ALLOC_CALLS)
+        waits = []
+        for w in host_waits(graph, calls):
+            if inside(w.call.start_ns, loss):
+                continue  # the loss's own syncs: cpu-bound-loss
+            if w.op.kind.value == "memcpy" and (w.op.copy_kind == "HtoD" or inside(w.call.start_ns, data)):
+                continue  # input copies: pageable-memcpy
+            waits.append(w)
+        if not waits:
+            return
+        hard = [w for w in waits if api_names.is_sync(w.call.name)]
+        kinds = Counter(w.call.name for w in waits)
+        waited = Counter(short_name(w.op.name) for w in waits)
+        total_wait = sum(w.wait_ns for w in waits)
+        n = len(steps)
+        yield ctx.finding(
+            type(self),
+            message=(f"{len(waits) / n:.1f} host syncs per step outside the loss hold the host "
+                     f"{per_step(total_wait, steps) / 1e6:.2f} ms per step "
+                     f"({', '.join(f'{k} x{v}' for k, v in kinds.most_common(3))})"),
+            evidence=Ev(
+                steps=step_indices(steps, (w.call.start_ns for w in waits)),
+                kernels=tuple(k for k, _ in waited.most_common(5)),
+                api_calls=tuple(kinds),
+                node_ids=tuple(f"api:{w.call.id}" for w in waits[:50]),
+                quantities={"syncs_per_step": len(waits) / n,
+                            "host_wait_ns_per_step": per_step(total_wait, steps)},
+            ),
+            fix=Fix(
+                title="Remove synchronizations from the step; keep values on the GPU",
+                snippet=("# find them: torch.cuda.set_sync_debug_mode('warn')\n"
+                         "# drop torch.cuda.synchronize(); log loss.detach() accumulated on the GPU\n"
+                         "# and call .item() every N steps; use clip_grad_norm_ without .item()"),
+            ),
+            effects=[RemoveWaits(tuple(w.call.id for w in waits))],
+            low_effects=[RemoveWaits(tuple(w.call.id for w in hard))],
+            model="replay with the listed calls no longer blocking the host",
+            assumptions=("the synced values are not needed by the host every step",
+                         "host work per step is unchanged"),
+            confidence=Confidence.MODELED,
+        )

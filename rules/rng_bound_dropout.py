@@ -1,0 +1,126 @@
+"""rng-bound-dropout: standalone dropout kernels spend GPU time generating random numbers."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from advisor.engine.context import RuleContext
+from advisor.engine.effects import DropOps
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
+from advisor.graph.kernels import KernelCategory, classify_name, short_name
+from advisor.graph.model import GpuOpKind, OpGraph
+from advisor.graph.queries import op_share, per_step, steps_ops
+
+RNG_KEEP_LOW = 0.5
+"""Pessimistic share of a standalone dropout kernel's time that stays once its random numbers
+are generated inside the neighbouring kernel (the fused kernel still computes them; on H100
+Philox costs about half of a dropout kernel that moves 2 bytes/element in and out)."""
+
+
+_RNG_ONLY_TOKENS = {"native", "dropout", "rand", "randn", "bernoulli", "like", "philox", "seed",
+                    "inductor", "lookup", "seeds", "mul", "div"}
+
+
+def is_standalone_rng(name: str) -> bool:
+    """An RNG kernel that does nothing else. Triton kernels fusing dropout with other work
+    (``triton_poi_fused_add_native_dropout_0``) are the fix, not the problem."""
+    if classify_name(name) is not KernelCategory.RNG:
+        return False
+    if name.startswith("triton"):
+        tokens = name.split("fused_", 1)[-1].split("_")
+        return all(t in _RNG_ONLY_TOKENS or t.isdigit() for t in tokens)
+    return True
+
+
+class RngBoundDropout(Rule):
+    """Dropout runs as separate random-number kernels that take a real share of the step.
+
+    What it detects
+    ---------------
+    Kernels that generate random numbers for dropout (``fused_dropout``, ``bernoulli``,
+    Philox/curand kernels) running standalone, next to the kernels that produce and consume their
+    tensors, and taking a measurable share of the step's GPU time.
+
+    Why it is slow
+    --------------
+    A standalone dropout reads the activation, generates one random number per element, and
+    writes the result and a mask: a full extra pass over memory plus Philox work, for an
+    operation that costs almost nothing inside the kernel that already touches the data.
+    In MLPerf BERT, once attention was fused, dropout's RNG became the bottleneck.
+
+    Evidence
+    --------
+    The RNG kernels per step, their time and share of the step.
+
+    Example
+    -------
+    ```python
+    h = self.fc2(F.gelu(self.fc1(x)))
+    x = x + F.dropout(h, p=0.1, training=True)   # dropout kernel + add kernel
+    ```
+
+    Use instead
+    -----------
+    ```python
+    @torch.compile                                 # one Triton kernel: RNG inside
+    def dropout_add(h, x, p: float):
+        return x + F.dropout(h, p=p, training=True)
+    x = dropout_add(self.fc2(F.gelu(self.fc1(x))), x, 0.1)
+    # attention dropout: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    ```
+
+    Speedup model
+    -------------
+    Replay of the analysed steps with the standalone RNG kernels removed: their random numbers
+    are generated inside the neighbouring fused kernel, where Philox hides under the memory
+    traffic that kernel does anyway. Low bound: half of each RNG kernel's time remains.
+
+    Known false positives
+    ---------------------
+    Random-number kernels that are not dropout (data augmentation on the GPU, noise for
+    diffusion models) are matched too; they can also be fused, but check what they are.
+
+    References
+    ----------
+    NVIDIA MLPerf Training BERT (8-bit compares for dropout masks: 4x RNG throughput, +4%);
+    PyTorch ``torch.compile`` (Inductor fuses dropout with its neighbours).
+    """
+
+    code = "KERN001"
+    name = "rng-bound-dropout"
+    category = Category.KERNELS
+
+    def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
+        steps = ctx.steps
+        rng = [o for o in steps_ops(graph, steps)
+               if o.kind is GpuOpKind.KERNEL and is_standalone_rng(o.name)]
+        if not rng:
+            return
+        share = op_share(rng, steps)
+        names = Counter(short_name(o.name) for o in rng)
+        total = sum(o.duration_ns for o in rng)
+        ids = tuple(o.id for o in rng)
+        yield ctx.finding(
+            type(self),
+            message=(f"{len(rng) / len(steps):.0f} standalone dropout/RNG kernels per step take "
+                     f"{per_step(total, steps) / 1e6:.2f} ms ({share:.0%} of the step)"),
+            evidence=Evidence(
+                steps=tuple(s.index for s in steps),
+                kernels=tuple(k for k, _ in names.most_common(5)),
+                node_ids=tuple(f"gpu:{o.id}" for o in rng[:50]),
+                quantities={"rng_kernels_per_step": len(rng) / len(steps),
+                            "rng_ns_per_step": per_step(total, steps), "rng_share": share},
+            ),
+            fix=Fix(
+                title="Generate dropout's random numbers inside the neighbouring kernel",
+                snippet=("@torch.compile\ndef dropout_add(h, x, p: float):\n"
+                         "    return x + F.dropout(h, p=p, training=True)\n"
+                         "# attention: F.scaled_dot_product_attention(q, k, v, dropout_p=p)"),
+            ),
+            effects=[DropOps(ids)],
+            low_effects=[DropOps(ids, RNG_KEEP_LOW)],
+            model="replay with the standalone RNG kernels fused away",
+            assumptions=("the fused kernel's extra RNG work hides under its memory traffic",),
+            confidence=Confidence.MODELED,
+        )

@@ -1,0 +1,151 @@
+"""uncaptured-cuda-graph: a launch-bound step that does not replay a CUDA graph."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from advisor.engine.context import RuleContext
+from advisor.engine.effects import CaptureGraph, RemoveWaits
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
+from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS
+from advisor.graph import api_names
+from advisor.graph.model import GpuOpKind, OpGraph
+from advisor.graph.queries import graphable_regions, per_step, process_calls, steps_ops, uses_cuda_graphs
+from advisor.graph.syncs import host_waits
+
+SHORT_KERNEL_NS = 20_000
+"""Kernels shorter than this take about as long as the host needs to launch one (5-20 µs per
+launch through PyTorch's eager dispatch): a step made of them cannot keep the GPU busy."""
+
+
+class UncapturedCudaGraph(Rule):
+    """A launch-bound step runs eagerly instead of replaying a CUDA graph.
+
+    What it detects
+    ---------------
+    Steady-state steps made of many short kernels where the GPU sits idle between them while the
+    host launches the next one, and no CUDA graph is replayed (no ``cudaGraphLaunch``, no graph
+    kernels).
+
+    Why it is slow
+    --------------
+    Each eager kernel costs the host 5-20 µs of Python, dispatcher and ``cudaLaunchKernel`` work.
+    When kernels run for less than that, the GPU finishes each one before the next is enqueued:
+    the step takes as long as the host needs to launch it. A CUDA graph replays the whole
+    recorded sequence with one launch; kernels then follow each other about a microsecond apart.
+
+    Evidence
+    --------
+    Kernels and launches per step, median kernel duration, GPU idle share of the step.
+
+    Example
+    -------
+    ```python
+    for x, y in loader:
+        loss = loss_fn(model(x), y)   # hundreds of small kernels, launched one by one
+        loss.backward()
+        opt.step(); opt.zero_grad()
+    ```
+
+    Use instead
+    -----------
+    ```python
+    static_x, static_y = x.clone(), y.clone()           # fixed shapes and addresses
+    opt = torch.optim.AdamW(model.parameters(), capturable=True)
+    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):                           # warm up on a side stream
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            loss_fn(model(static_x), static_y).backward(); opt.step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(g):
+        static_loss = loss_fn(model(static_x), static_y)
+        static_loss.backward(); opt.step()
+    for x, y in loader:
+        static_x.copy_(x, non_blocking=True); static_y.copy_(y, non_blocking=True)
+        g.replay()
+    # or: torch.compile(model, mode="reduce-overhead"); or make_graphed_callables(model, (x,))
+    ```
+    First make the step static: no host syncs (`host-sync`, `cpu-bound-loss`), fixed shapes,
+    no data-dependent control flow, no allocation that changes address between steps.
+
+    Speedup model
+    -------------
+    Replay of the analysed steps with each step (after its data phase) captured as one graph:
+    the host pays one ``cudaGraphLaunch`` (10 µs, measured) instead of its per-kernel launch
+    work; kernels on a stream follow their predecessor after the graph node gap (1 µs, measured
+    on H100); host waits inside the step are removed, as capture requires. Bounds: node gap and
+    launch cost doubled (low) or halved (high).
+
+    Known false positives
+    ---------------------
+    Steps with dynamic shapes or CPU-side control flow cannot be captured whole; capture the
+    static part (``make_graphed_callables``) and expect part of the gain.
+
+    References
+    ----------
+    PyTorch blog, "Accelerating PyTorch with CUDA Graphs" (2021); MLPerf Training v1.0 NVIDIA
+    submission (Mask R-CNN, BERT: whole-step graphs).
+    """
+
+    code = "HOST003"
+    name = "uncaptured-cuda-graph"
+    category = Category.HOST
+    requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
+
+    def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
+        steps = ctx.steps
+        if uses_cuda_graphs(graph, steps):
+            return
+        kernels = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL]
+        if not kernels:
+            return
+        median_kernel = statistics.median(o.duration_ns for o in kernels)
+        short = sum(1 for o in kernels if o.duration_ns < SHORT_KERNEL_NS)
+        if short < 0.5 * len(kernels):
+            return  # long kernels hide their launches: not launch-bound
+        launches = process_calls(graph, steps, lambda c: api_names.is_launch(c.name))
+        busy = sum(o.duration_ns for o in kernels)
+        step_total = sum(s.time_ns for s in steps)
+        idle_share = max(0.0, 1 - busy / step_total) if step_total else 0.0
+        regions = graphable_regions(steps)
+        waits = host_waits(graph, process_calls(graph, steps, lambda c: api_names.may_block(c.name)))
+        unwait = [RemoveWaits(tuple(w.call.id for w in waits))] if waits else []
+        effects = [*unwait, CaptureGraph(tuple(regions))]
+        yield ctx.finding(
+            type(self),
+            message=(f"launch-bound: {len(kernels) / len(steps):.0f} kernels per step, median "
+                     f"{median_kernel / 1e3:.1f} µs, GPU idle {idle_share:.0%} of the step, "
+                     f"no CUDA graph"),
+            evidence=Evidence(
+                steps=tuple(s.index for s in steps),
+                api_calls=tuple(sorted({c.name for c in launches})),
+                quantities={
+                    "kernels_per_step": len(kernels) / len(steps),
+                    "launches_per_step": len(launches) / len(steps),
+                    "median_kernel_ns": float(median_kernel),
+                    "gpu_busy_ns_per_step": per_step(busy, steps),
+                    "gpu_idle_share": idle_share,
+                },
+            ),
+            fix=Fix(
+                title="Capture the step in a CUDA graph and replay it",
+                snippet=("g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n"
+                         "    static_loss = loss_fn(model(static_x), static_y)\n"
+                         "    static_loss.backward(); opt.step()   # opt built with capturable=True\n"
+                         "# per step: static_x.copy_(x); static_y.copy_(y); g.replay()\n"
+                         "# or: model = torch.compile(model, mode='reduce-overhead')"),
+                requires=("host-sync",) if waits else (),
+            ),
+            effects=effects,
+            low_effects=[*unwait, CaptureGraph(tuple(regions), 2 * GRAPH_LAUNCH_NS, 2 * GRAPH_NODE_GAP_NS)],
+            high_effects=[*unwait,
+                          CaptureGraph(tuple(regions), GRAPH_LAUNCH_NS // 2, GRAPH_NODE_GAP_NS // 2)],
+            model="replay with each step after its data phase as one CUDA graph launch",
+            assumptions=("the step can be made static (shapes, addresses, no host syncs)",
+                         "kernel durations are unchanged by capture"),
+            confidence=Confidence.MODELED,
+        )
