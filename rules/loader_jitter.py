@@ -11,12 +11,16 @@ from advisor.engine.effects import ScaleHostWork, SetCallDurations
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
 from advisor.graph import api_names
 from advisor.graph.model import OpGraph, Step
+from advisor.graph.projection import Projector
 from advisor.graph.queries import per_step, process_calls, step_of
 
 OUTLIER_MADS = 4.0
 """A step is an outlier when it exceeds the median by this many median absolute deviations
 (and by `OUTLIER_MIN_SHARE` of the median): robust to the outliers themselves."""
 OUTLIER_MIN_SHARE = 0.10
+PREFETCH_HOST_SHARE = 0.05
+"""With loading in DataLoader workers and prefetching, the main thread's data phase is the
+hand-over of a ready batch: a few percent of the loading time it replaces."""
 ALLOC_MIN_NS = 50_000
 """Allocation calls shorter than this are the caching allocator's fast path, not a reallocation."""
 
@@ -27,6 +31,11 @@ def _outliers(steps: list[Step]) -> list[Step]:
     mad = statistics.median(abs(t - med) for t in times) or 1.0
     limit = med + max(OUTLIER_MADS * mad, OUTLIER_MIN_SHARE * med)
     return [s for s in steps if s.time_ns > limit]
+
+
+INPUT_WAIT_MIN_SHARE = 0.05
+"""The GPU must idle in the data phase for at least this share of the step before the step
+counts as waiting for its input (the rest is under run-to-run noise)."""
 
 
 def _data_host_ns(step: Step) -> int:
@@ -41,7 +50,8 @@ class LoaderJitter(Rule):
     Steady-state steps far slower than the median (robust outliers) that coincide with
     allocation calls (``cudaMalloc``/``cudaFree``/``cudaHostAlloc``/``cudaFreeHost``: buffers
     grown for a larger sample, a caching allocator being emptied) or with a data phase much
-    longer than usual; and allocation calls in the step in general.
+    longer than usual; allocation calls in the step in general; and steps whose GPU idles
+    while the host loads the next batch (the step waits for its input).
 
     Why it is slow
     --------------
@@ -78,9 +88,10 @@ class LoaderJitter(Rule):
     Speedup model
     -------------
     Replay of the analysed steps with allocation calls costing nothing (served from a
-    preallocated pool) and each outlier step's data phase taking the median data-phase time.
-    Estimated on the mean step, since jitter is invisible to the median. Low bound: only the
-    allocation calls fixed.
+    preallocated pool) and each outlier step's data phase taking the median data-phase time;
+    when the step waits for its input, the main thread's data phase shrinks to 5% (loading in
+    workers, prefetched). Estimated on the mean step, since jitter is invisible to the median.
+    Low bound: only the allocation calls fixed and half the data phase kept.
 
     Known false positives
     ---------------------
@@ -110,7 +121,13 @@ class LoaderJitter(Rule):
         slow_data = [s for s in outliers if _data_host_ns(s) > 2 * data_median + 100_000]
         alloc_steps = {step_of(steps, c.start_ns).index for c in allocs if step_of(steps, c.start_ns)}
         coinciding = [s for s in outliers if s.index in alloc_steps or s in slow_data]
-        if not coinciding and not allocs:
+        projector = Projector(graph)
+        data_gpu = sum(projector.gpu_time(s.pid, b) - projector.gpu_time(s.pid, a)
+                       for s in steps for a, b in s.phases.get("data", []))
+        step_total = sum(s.time_ns for s in steps)
+        input_wait = data_gpu / step_total if step_total else 0.0
+        waits_for_input = input_wait >= INPUT_WAIT_MIN_SHARE
+        if not coinciding and not allocs and not waits_for_input:
             return
         fix_allocs = SetCallDurations(tuple((c.id, 0) for c in allocs))
         scale_data = []
@@ -118,15 +135,28 @@ class LoaderJitter(Rule):
             for a, b in s.phases.get("data", []):
                 factor = data_median / max(1, _data_host_ns(s))
                 scale_data.append(ScaleHostWork(((a, b),), factor))
+        # A step that waits for its input: loading moves to worker processes and is prefetched,
+        # so the main thread's data phase shrinks to handing over a ready batch.
+        data_spans = tuple(span for s in steps for span in s.phases.get("data", []))
+        prefetch = [ScaleHostWork(data_spans, PREFETCH_HOST_SHARE)] if waits_for_input else []
+        prefetch_low = [ScaleHostWork(data_spans, 0.5)] if waits_for_input else []
         kinds = Counter(c.name for c in allocs)
         med = statistics.median(s.time_ns for s in steps)
         worst = max(steps, key=lambda s: s.time_ns)
+        if coinciding or allocs:
+            message = (f"{len(coinciding)} of {len(steps)} steps are outliers (worst "
+                       f"{worst.time_ns / 1e6:.2f} ms vs median {med / 1e6:.2f} ms) with "
+                       + (", ".join(f"{k} x{v}" for k, v in kinds.most_common(3)) or "a slow data phase")
+                       + " in the step")
+        else:
+            message = ""
+        if waits_for_input:
+            message += ("; " if message else "") + (
+                f"the GPU waits for input {input_wait:.0%} of the step "
+                f"({data_gpu / len(steps) / 1e6:.2f} ms per step in the data phase)")
         yield ctx.finding(
             type(self),
-            message=(f"{len(coinciding)} of {len(steps)} steps are outliers (worst "
-                     f"{worst.time_ns / 1e6:.2f} ms vs median {med / 1e6:.2f} ms) with "
-                     + (", ".join(f"{k} x{v}" for k, v in kinds.most_common(3)) or "a slow data phase")
-                     + " in the step"),
+            message=message,
             evidence=Evidence(
                 steps=tuple(s.index for s in coinciding) or tuple(sorted(alloc_steps)),
                 api_calls=tuple(kinds),
@@ -138,6 +168,7 @@ class LoaderJitter(Rule):
                     "worst_step_ns": float(worst.time_ns),
                     "alloc_calls_per_step": len(allocs) / len(steps),
                     "alloc_host_ns_per_step": per_step(sum(c.duration_ns for c in allocs), steps),
+                    "input_wait_share": input_wait,
                     "step_time_cv": statistics.pstdev(s.time_ns for s in steps) / statistics.fmean(
                         s.time_ns for s in steps),
                 },
@@ -147,10 +178,12 @@ class LoaderJitter(Rule):
                 snippet=("buf = torch.empty(max_bytes, dtype=torch.uint8, pin_memory=True)  # once\n"
                          "batch = buf[:n].view(shape)            # per step, no new allocation\n"
                          "# never call torch.cuda.empty_cache() in the loop\n"
+                         "loader = DataLoader(ds, num_workers=8, pin_memory=True, prefetch_factor=4,\n"
+                         "                    persistent_workers=True)   # load ahead, off the main thread\n"
                          "# DALI: preallocate_width_hint / preallocate_height_hint / bytes_per_sample_hint"),
             ),
-            effects=[fix_allocs, *scale_data],
-            low_effects=[fix_allocs],
+            effects=[fix_allocs, *scale_data, *prefetch],
+            low_effects=[fix_allocs, *prefetch_low],
             model="replay with allocations served from a pool and outlier data phases at the median",
             assumptions=("the largest sample fits a buffer allocated once",
                          "outlier data phases become median ones once buffers are reused"),

@@ -11,8 +11,12 @@ from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Re
 from advisor.graph import api_names
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops
+from advisor.graph.syncs import host_waits
 
 MIN_PINNED_SAMPLE_BYTES = 1 << 20
+SCALAR_READ_BYTES = 1 << 20
+"""Device-to-host copies smaller than this are reads of values the host needs (``.item()``,
+``.tolist()``): their cost is the sync, not the bandwidth, and `host-sync` reports them."""
 """Pinned copies at least this large in the trace itself tell the host's pinned bandwidth."""
 
 
@@ -72,6 +76,7 @@ class PageableMemcpy(Rule):
     Known false positives
     ---------------------
     Small pageable copies (a few KB of indices) cost little and fall under the threshold.
+    Device-to-host reads under 1 MiB are left to `host-sync`: their cost is the wait.
 
     References
     ----------
@@ -91,6 +96,8 @@ class PageableMemcpy(Rule):
         for o in ops:
             if o.kind is not GpuOpKind.MEMCPY or o.copy_kind not in ("HtoD", "DtoH"):
                 continue
+            if o.copy_kind == "DtoH" and o.bytes < SCALAR_READ_BYTES:
+                continue
             call = graph.launcher(o)
             sync_call = call is not None and call.name in api_names.COPY_CALLS_SYNC
             if o.host_memory == "pageable" or sync_call:
@@ -105,14 +112,16 @@ class PageableMemcpy(Rule):
         total_bytes = sum(o.bytes for o in bad)
         total_ns = sum(o.duration_ns for o in bad)
         achieved = total_bytes / total_ns if total_ns else 0.0
+        held = sum(w.wait_ns for w in host_waits(graph, [c for c in (graph.launcher(o) for o in bad) if c]))
         effects = [RemoveWaits(calls), SetOpDurations(pinned_ns)]
         if h2d:
             effects.append(OverlapOps(tuple(o.id for o in h2d)))
         yield ctx.finding(
             type(self),
             message=(f"{len(bad) / len(steps):.0f} pageable or synchronous copies per step move "
-                     f"{per_step(total_bytes, steps) / 1e6:.1f} MB at {achieved:.1f} GB/s "
-                     f"({per_step(total_ns, steps) / 1e6:.2f} ms), blocking the host"),
+                     f"{per_step(total_bytes, steps) / 1e6:.2f} MB at {achieved:.1f} GB/s "
+                     f"in {per_step(total_ns, steps) / 1e6:.2f} ms and hold the host "
+                     f"{per_step(held, steps) / 1e6:.2f} ms"),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 api_calls=tuple(sorted({c.name for c in (graph.launcher(o) for o in bad) if c})),
@@ -120,6 +129,7 @@ class PageableMemcpy(Rule):
                 quantities={"copies_per_step": len(bad) / len(steps),
                             "copy_bytes_per_step": per_step(total_bytes, steps),
                             "copy_ns_per_step": per_step(total_ns, steps),
+                            "host_wait_ns_per_step": per_step(held, steps),
                             "achieved_gb_per_s": achieved, "pinned_gb_per_s": bw,
                             "device_to_host_copies_per_step": len(d2h) / len(steps)},
             ),

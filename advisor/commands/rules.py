@@ -7,7 +7,8 @@ import click
 
 @click.command("rules")
 @click.argument("name", required=False)
-def command(name: str | None) -> int:
+@click.option("--write-docs", type=click.Path(file_okay=False), help="Write docs/rules/<name>.md files here.")
+def command(name: str | None, write_docs: str | None) -> int:
     """List the rules, or print one rule's full documentation."""
     from rich.console import Console
     from rich.markdown import Markdown
@@ -17,6 +18,17 @@ def command(name: str | None) -> int:
 
     console = Console(highlight=False)
     rules = load_rules()
+    if write_docs:
+        from pathlib import Path
+
+        from advisor.engine.docs import rule_markdown
+
+        out = Path(write_docs)
+        out.mkdir(parents=True, exist_ok=True)
+        for r in rules:
+            (out / f"{r.name}.md").write_text(rule_markdown(r), encoding="utf-8")
+        console.print(f"wrote {len(rules)} rule pages to {out}")
+        return 0
     if name:
         (rule,) = select(rules, [name])
         console.print(f"[bold]{rule.code} {rule.name}[/] ({rule.category.value}, {rule.status.value})")

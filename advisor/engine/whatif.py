@@ -72,6 +72,7 @@ class _Op:
     stream_gap: int
     side: bool = False  # moved to a side stream; its time counts against the step period only
     graphed: bool = False
+    removed: bool = False  # fused away: its time goes, the waits before it stay
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ class Simulation:
             o = self.ops[idx]
             o.dur = int(o.dur * keep_fraction)
             if keep_fraction == 0.0:
-                o.stream_gap = 0
+                o.removed = True
                 call = self.graph.launcher(o.op)
                 if call is not None and call.id in self.node_of_call:
                     node = self.nodes[self.node_of_call[call.id]]
@@ -221,12 +222,24 @@ class Simulation:
                 self.nodes[i].wait_op = None
 
     def scale_host_gaps(self, intervals: Iterable[tuple[int, int]], factor: float) -> None:
-        """Host work inside the intervals (between calls) takes ``factor`` of its time."""
+        """Host work inside the intervals (between calls) takes ``factor`` of its time.
+
+        A gap is the host work between the chain's frontier and a call; only the part of it that
+        lies inside an interval is scaled (a data phase without CUDA calls is one long gap that
+        ends at the first call after it).
+        """
         spans = sorted(intervals)
         for n in self.nodes:
-            if any(a <= n.obs_start <= b for a, b in spans):
-                n.gap = int(n.gap * factor)
-                n.overlap_offset = int(n.overlap_offset * factor)
+            if n.overlap_from is not None:
+                a0, b0 = self.nodes[n.overlap_from].obs_start, n.obs_start
+                cut = sum(max(0, min(b0, b) - max(a0, a)) for a, b in spans)
+                n.overlap_offset -= int(cut * (1 - factor))
+                continue
+            if n.gap <= 0:
+                continue
+            g0, g1 = n.obs_start - n.gap, n.obs_start
+            cut = sum(max(0, min(g1, b) - max(g0, a)) for a, b in spans)
+            n.gap -= int(cut * (1 - factor))
 
     def to_side_stream(self, op_ids: Iterable[int], durations: dict[int, int] | None = None) -> None:
         """Ops overlap the step on another stream (a prefetched copy) and stop blocking their
@@ -285,6 +298,7 @@ class Simulation:
         end = [0] * len(nodes)
         op_end = [0] * len(ops)
         stream_free = dict(self._stream_free_at)
+        carry: dict[tuple[int, int], int] = {}
         latest_end_launched = 0  # max end of any op launched so far (the GPU-side projection)
         boundaries: list[int] = []
         side_time = [0] * (len(self.steps) + 1)
@@ -308,14 +322,23 @@ class Simulation:
             launch_base = graph_head_start if (n.graphed and graph_head_start is not None) else s
             for j in n.ops:
                 o = ops[j]
-                if o.side:
-                    side_time[min(current_step, len(self.steps) - 1)] += o.dur
-                    op_end[j] = launch_base + o.launch_lat + o.dur
+                if o.side or o.removed:
+                    # The op leaves this stream, but a wait before it (a cross-stream event
+                    # the gap encodes) still holds back whatever follows it on the stream, and
+                    # a host sync that waited for it now waits for the stream up to its place.
+                    carry[o.stream] = carry.get(o.stream, 0) + o.stream_gap
+                    if o.side:
+                        side_time[min(current_step, len(self.steps) - 1)] += o.dur
+                    free = stream_free.get(o.stream)
+                    place = launch_base + o.launch_lat
+                    if free is not None:
+                        place = max(place, free + carry[o.stream])
+                    op_end[j] = place
                     continue
                 free = stream_free.get(o.stream)
                 os_ = launch_base + o.launch_lat
                 if free is not None:
-                    os_ = max(os_, free + o.stream_gap)
+                    os_ = max(os_, free + o.stream_gap + carry.pop(o.stream, 0))
                 op_end[j] = os_ + o.dur
                 stream_free[o.stream] = op_end[j]
                 latest_end_launched = max(latest_end_launched, op_end[j])
@@ -324,6 +347,7 @@ class Simulation:
             start[i], end[i] = s, e
             if n.obs_end >= frontier_obs_end:
                 frontier, frontier_obs_end = i, n.obs_end
+        self.replayed = (start, end, op_end)  # kept for inspection (tests, timelines)
         periods = []
         for k in range(len(self.steps)):
             p = boundaries[k + 1] - boundaries[k]

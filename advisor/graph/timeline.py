@@ -124,7 +124,7 @@ def _call_segments(calls: Sequence[ApiCall]) -> list[tuple[int, int, str]]:
 
 
 def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg_starts: list[int],
-               a: int, b: int, next_op: GpuOp | None, causes: dict[str, int]) -> None:
+               a: int, b: int, next_op: GpuOp | None, out: list[tuple[int, int, str]]) -> None:
     """Split one GPU-idle gap [a, b) between the host calls and host work during it."""
     i = max(0, bisect_right(seg_starts, a) - 1)
     t = a
@@ -133,16 +133,22 @@ def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg
             i += 1
         if i < len(segs) and segs[i][0] <= t:
             stop = min(b, segs[i][1])
-            causes[segs[i][2]] += stop - t
+            out.append((t, stop, segs[i][2]))
         else:
             stop = min(b, segs[i][0]) if i < len(segs) else b
-            causes[_host_cause(graph, step, t, next_op)] += stop - t
+            out.append((t, stop, _host_cause(graph, step, t, next_op)))
         t = stop
 
 
-def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown:
+def _step_window(step: Step) -> tuple[int, int]:
     g0 = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
     g1 = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
+    return g0, g1
+
+
+def _busy_and_gaps(graph: OpGraph, step: Step) -> tuple[list[GpuOp], int, list[tuple[int, int]]]:
+    """The step's GPU ops, their busy time and the idle gaps inside the step's GPU interval."""
+    g0, g1 = _step_window(step)
     ops = [o for o in graph.gpu_ops if o.pid == step.pid and o.end_ns > g0 and o.start_ns < g1]
     busy, gaps = _union_length([(max(o.start_ns, g0), min(o.end_ns, g1)) for o in ops])
     if ops:
@@ -154,17 +160,41 @@ def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown
             gaps.append((last, g1))
     else:
         gaps = [(g0, g1)] if g1 > g0 else []
+    return ops, busy, gaps
+
+
+def _blame_gaps(graph: OpGraph, step: Step, ops: list[GpuOp],
+                gaps: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
+    g0, g1 = _step_window(step)
     calls = [c for c in graph.api_calls if c.pid == step.pid and c.end_ns > g0 and c.start_ns < g1]
     starts = sorted(ops, key=lambda o: o.start_ns)
     segs = _call_segments(calls)
     seg_starts = [x[0] for x in segs]
-    causes: dict[str, int] = defaultdict(int)
+    out: list[tuple[int, int, str]] = []
     j = 0
     for a, b in gaps:
         while j < len(starts) and starts[j].start_ns < b:
             j += 1
         next_op = starts[j] if j < len(starts) else None
-        _blame_gap(graph, step, segs, seg_starts, a, b, next_op, causes)
+        _blame_gap(graph, step, segs, seg_starts, a, b, next_op, out)
+    return out
+
+
+def idle_segments(graph: OpGraph, step: Step) -> list[tuple[int, int, str]]:
+    """Every GPU-idle interval of a step as ``(start_ns, end_ns, cause)``, in time order.
+
+    The same blame `breakdown` sums into ``idle_causes``, for views that draw the gaps.
+    """
+    ops, _, gaps = _busy_and_gaps(graph, step)
+    return _blame_gaps(graph, step, ops, gaps)
+
+
+def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown:
+    g0, g1 = _step_window(step)
+    ops, busy, gaps = _busy_and_gaps(graph, step)
+    causes: dict[str, int] = defaultdict(int)
+    for a, b, cause in _blame_gaps(graph, step, ops, gaps):
+        causes[cause] += b - a
     phases: dict[str, int] = {}
     for name, spans in step.phases.items():
         total = 0
@@ -222,4 +252,4 @@ def classify_name_cached(name: str) -> str:
     return classify_name(name).value
 
 
-__all__ = ["KernelCategory", "StepBreakdown", "Summary", "summarize"]
+__all__ = ["KernelCategory", "StepBreakdown", "Summary", "idle_segments", "summarize"]

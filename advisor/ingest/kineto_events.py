@@ -1,0 +1,282 @@
+"""Translate Kineto trace events into op-graph nodes, one event at a time.
+
+Only the translation lives here; which host process launched a GPU op, the analysis window and
+the trace-level facts are settled afterwards in `advisor.ingest.chrome_trace`, once every event
+has been seen (a kernel is often written before the call that launched it).
+
+Kineto has written two vocabularies: the 2021 one (``Kernel``, ``Runtime``, ``Operator``,
+``Memcpy``, ``Memset``) and today's (``kernel``, ``cuda_runtime``, ``cpu_op`` ...). Categories are
+compared lower-cased, so both map through one table.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.graph.api_names import normalize
+from advisor.graph.model import (
+    ApiCall,
+    ApiLayer,
+    CpuRange,
+    GpuOp,
+    GpuOpKind,
+    RangeSource,
+    SyncKind,
+    SyncWait,
+)
+from advisor.ingest.kineto_stream import us_to_ns
+
+# Record-function names torch.profiler itself emits. The 2021 format files them under
+# ``Operator``, next to aten ops; they are annotations (steps, phases), not operators.
+_PROFILER_ANNOTATION = re.compile(
+    r"^(?:ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.\w+#|## .* ##$)"
+)
+_COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
+_TRAILING_INT = re.compile(r"(-?\d+)\s*$")
+
+SYNC_KINDS = {
+    "stream sync": SyncKind.STREAM,
+    "event sync": SyncKind.EVENT,
+    "context sync": SyncKind.DEVICE,
+    "device sync": SyncKind.DEVICE,
+    "stream wait event": SyncKind.STREAM_WAIT_EVENT,
+}
+_NO_STREAM = (-1, 4294967295)  # CUPTI's "no stream" for context and event syncs
+
+
+def as_int_id(value: Any) -> int:
+    """A pid/tid as an int: Kineto writes ints, numeric strings or labels like ``stream 7``."""
+    if type(value) is int:
+        return value
+    text = str(value)
+    match = _TRAILING_INT.search(text)
+    if match:
+        return int(match.group(1))
+    return -(zlib.crc32(text.encode()) + 1)  # a stable id for a purely textual label
+
+
+def _as_tuple(value: Any) -> Any:
+    """JSON lists (shapes nest: a TensorList input is a list of shapes) -> hashable tuples."""
+    if isinstance(value, list):
+        return tuple(_as_tuple(v) for v in value)
+    return value
+
+
+def _dim3(value: Any) -> tuple[int, int, int] | None:
+    if isinstance(value, list) and len(value) == 3 and all(type(v) is int for v in value):
+        return (value[0], value[1], value[2])
+    return None
+
+
+def _host_memory(name: str) -> str:
+    """``Memcpy HtoD (Pageable -> Device)`` -> "pageable"; "" when no host memory is named."""
+    lowered = name.lower()
+    if "pageable" in lowered:
+        return "pageable"
+    if "pinned" in lowered:
+        return "pinned"
+    return ""
+
+
+@dataclass
+class Collected:
+    """Everything read from the events, before pids are resolved and the window is applied.
+
+    GPU ops and sync waits carry the pid of the trace row they were drawn on (Kineto uses the
+    device index there) until `chrome_trace` replaces it with the launching process's pid.
+    """
+
+    ranges: list[CpuRange] = field(default_factory=list)
+    api_calls: list[ApiCall] = field(default_factory=list)
+    gpu_ops: list[GpuOp] = field(default_factory=list)
+    syncs: list[SyncWait] = field(default_factory=list)
+    process_names: dict[int, str] = field(default_factory=dict)
+    process_labels: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)  # whole-trace counts by kind
+    gpu_rows: set[int] = field(default_factory=set)  # pids of rows that hold GPU activity
+
+
+class EventMapper:
+    """Feeds events one by one into a `Collected`; ``id`` of every node is its event index."""
+
+    def __init__(self) -> None:
+        self.out = Collected()
+        self._strings: dict[str, str] = {}  # one copy of each name: kernel names repeat a lot
+        self._handlers: dict[str, Callable[[int, dict[str, Any], int, int], None]] = {
+            "cuda_runtime": self._runtime,
+            "runtime": self._runtime,
+            "cuda_driver": self._driver,
+            "kernel": self._kernel,
+            "gpu_memcpy": self._memcpy,
+            "memcpy": self._memcpy,
+            "gpu_memset": self._memset,
+            "memset": self._memset,
+            "cpu_op": self._operator,
+            "operator": self._operator,
+            "user_annotation": self._annotation,
+            "python_function": self._python,
+            "cuda_sync": self._sync,
+        }
+
+    def add(self, index: int, event: Any) -> None:
+        """Translate one element of ``traceEvents``; anything not understood is skipped."""
+        if not isinstance(event, dict):
+            self.out.counts["not_events"] += 1
+            return
+        phase = event.get("ph")
+        if phase == "M":
+            self._metadata(event)
+            return
+        cat = event.get("cat")
+        if phase != "X" or not isinstance(cat, str):
+            return
+        cat = cat.lower()
+        if cat == "gpu_user_annotation":
+            self.out.counts["gpu_annotations"] += 1  # GPU-side copy of a CPU annotation
+            return
+        if cat == "cuda_profiler_range":
+            self.out.counts["profiler_ranges"] += 1
+            return
+        handler = self._handlers.get(cat)
+        if handler is None:
+            return
+        start = us_to_ns(event.get("ts"))
+        if start is None:
+            self.out.counts["no_timestamp"] += 1
+            return
+        duration = us_to_ns(event.get("dur", 0)) or 0
+        handler(index, event, start, start + max(duration, 0))
+
+    # ----- metadata ------------------------------------------------------------------------
+
+    def _metadata(self, event: dict[str, Any]) -> None:
+        args = event.get("args") or {}
+        name = event.get("name")
+        pid = event.get("pid")
+        if pid is None or pid == "":
+            return
+        if name == "process_name" and "name" in args:
+            self.out.process_names[as_int_id(pid)] = str(args["name"])
+        elif name == "process_labels" and "labels" in args:
+            self.out.process_labels[as_int_id(pid)] = str(args["labels"])
+        elif name == "thread_name" and "name" in args:
+            key = (as_int_id(pid), as_int_id(event.get("tid", 0)))
+            self.out.thread_names[key] = str(args["name"])
+
+    # ----- host side -----------------------------------------------------------------------
+
+    def _intern(self, text: Any) -> str:
+        text = str(text)
+        return self._strings.setdefault(text, text)
+
+    def _host_ids(self, event: dict[str, Any]) -> tuple[int, int]:
+        return as_int_id(event.get("pid", 0)), as_int_id(event.get("tid", 0))
+
+    def _api(self, index: int, event: dict[str, Any], start: int, end: int,
+             layer: ApiLayer) -> None:
+        pid, tid = self._host_ids(event)
+        correlation = (event.get("args") or {}).get("correlation")
+        if type(correlation) is not int:
+            correlation = -1 - index  # unique and negative: joins nothing
+        self.out.api_calls.append(ApiCall(
+            id=index, name=self._intern(normalize(str(event.get("name", "")))),
+            start_ns=start, end_ns=end, pid=pid, tid=tid, correlation=correlation, layer=layer,
+        ))
+        self.out.counts["api_calls"] += 1
+
+    def _runtime(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        self._api(index, event, start, end, ApiLayer.RUNTIME)
+
+    def _driver(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        self._api(index, event, start, end, ApiLayer.DRIVER)
+
+    def _range(self, index: int, event: dict[str, Any], start: int, end: int,
+               source: RangeSource, shapes: tuple | None = None,
+               dtypes: tuple | None = None) -> CpuRange:
+        pid, tid = self._host_ids(event)
+        rng = CpuRange(id=index, name=self._intern(event.get("name", "")), start_ns=start,
+                       end_ns=end, pid=pid, tid=tid, source=source, shapes=shapes,
+                       dtypes=dtypes)
+        self.out.ranges.append(rng)
+        return rng
+
+    def _operator(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        name = str(event.get("name", ""))
+        if _PROFILER_ANNOTATION.match(name):
+            self._annotation(index, event, start, end)
+            return
+        args = event.get("args") or {}
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        shapes = _as_tuple(dims) if isinstance(dims, list) else None
+        dtypes = tuple(self._intern(t) for t in types) if isinstance(types, list) else None
+        self._range(index, event, start, end, RangeSource.OPERATOR, shapes, dtypes)
+        self.out.counts["cpu_ops"] += 1
+
+    def _annotation(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        self._range(index, event, start, end, RangeSource.ANNOTATION)
+        self.out.counts["annotations"] += 1
+
+    def _python(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        self._range(index, event, start, end, RangeSource.PYTHON)
+        self.out.counts["python_functions"] += 1
+
+    # ----- device side ---------------------------------------------------------------------
+
+    def _gpu_op(self, index: int, event: dict[str, Any], start: int, end: int,
+                kind: GpuOpKind) -> GpuOp:
+        args = event.get("args") or {}
+        row_pid = as_int_id(event.get("pid", 0))
+        device = args.get("device")
+        stream = args.get("stream")
+        correlation = args.get("correlation")
+        op = GpuOp(
+            id=index, kind=kind, name=self._intern(event.get("name", "")), start_ns=start,
+            end_ns=end, device=device if type(device) is int else row_pid,
+            stream=stream if type(stream) is int else as_int_id(event.get("tid", 0)),
+            pid=row_pid, correlation=correlation if type(correlation) is int else None,
+        )
+        self.out.gpu_ops.append(op)
+        self.out.gpu_rows.add(row_pid)
+        return op
+
+    def _kernel(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        op = self._gpu_op(index, event, start, end, GpuOpKind.KERNEL)
+        args = event.get("args") or {}
+        op.grid, op.block = _dim3(args.get("grid")), _dim3(args.get("block"))
+        self.out.counts["kernels"] += 1
+
+    def _memcpy(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMCPY)
+        args = event.get("args") or {}
+        match = _COPY_KIND.search(op.name) or _COPY_KIND.search(str(args.get("kind", "")))
+        op.copy_kind = match.group(1) if match else ""
+        op.host_memory = _host_memory(op.name)
+        op.bytes = args["bytes"] if type(args.get("bytes")) is int else 0
+        self.out.counts["memcpys"] += 1
+
+    def _memset(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET)
+        args = event.get("args") or {}
+        op.bytes = args["bytes"] if type(args.get("bytes")) is int else 0
+        self.out.counts["memsets"] += 1
+
+    def _sync(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+        args = event.get("args") or {}
+        kind_name = str(args.get("cuda_sync_kind") or event.get("name") or "").strip().lower()
+        stream, device, correlation = args.get("stream"), args.get("device"), args.get("correlation")
+        row_pid = as_int_id(event.get("pid", 0))
+        self.out.syncs.append(SyncWait(
+            id=index, kind=SYNC_KINDS.get(kind_name, SyncKind.OTHER), start_ns=start,
+            end_ns=end, pid=row_pid, tid=None,
+            correlation=correlation if type(correlation) is int else None,
+            device=device if type(device) is int else None,
+            stream=stream if type(stream) is int and stream not in _NO_STREAM else None,
+        ))
+        self.out.gpu_rows.add(row_pid)
+        self.out.counts["syncs"] += 1

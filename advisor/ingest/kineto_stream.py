@@ -1,0 +1,244 @@
+"""Read a torch.profiler Chrome trace (``.json`` or ``.json.gz``) one event at a time.
+
+Kineto traces reach hundreds of megabytes. Parsing the whole document at once holds the text and
+every event dict together, several times the file's size; here the decompressed text is read in
+chunks and each event is decoded alone (stdlib ``json``'s C scanner via ``raw_decode``), so memory
+holds one chunk plus whatever the caller keeps of each event. On Kineto's event dicts this is as
+fast as ``orjson`` on the whole file, which cannot decode a document piecewise.
+
+JSON floats are handed over as their source text (``parse_float=str``): Kineto writes epoch
+timestamps in microseconds with a fractional part (``1712195495519695.8``), which has more digits
+than a float holds, and only the text converts to exact nanoseconds (`us_to_ns`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any, NoReturn
+
+from advisor.errors import InputError, TraceFormatError, UnsupportedTraceError
+
+GZIP_MAGIC = b"\x1f\x8b"
+CHUNK_BYTES = 1 << 22  # 4 MiB of input per read: large enough that per-chunk work is noise
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder(parse_float=str)
+
+
+def looks_like_json(head: bytes) -> bool:
+    """True when the bytes start (after a BOM and whitespace) like a JSON object or array."""
+    text = head.removeprefix(codecs.BOM_UTF8).lstrip(b" \t\r\n")
+    return text[:1] in (b"{", b"[")
+
+
+def gzip_head(path: Path, n: int = 256) -> bytes:
+    """The first decompressed bytes of a gzip file, or b"" when they cannot be read."""
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read(n)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def us_to_ns(value: Any) -> int | None:
+    """Microseconds as the trace wrote them (int, or float text) -> integer nanoseconds."""
+    if type(value) is int:
+        return value * 1000
+    if type(value) is str:
+        whole, dot, frac = value.partition(".")
+        if whole.isdigit() and (not dot or frac.isdigit()):
+            # Plain decimal: exact without Decimal; sub-nanosecond digits round half up.
+            ns = int(whole) * 1000 + int((frac + "000")[:3])
+            return ns + (1 if frac[3:4] >= "5" else 0)
+        try:
+            return int((Decimal(value) * 1000).to_integral_value())
+        except (ArithmeticError, ValueError):  # "NaN", "Infinity" and the like
+            return None
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return round(value * 1000)
+    return None
+
+
+@dataclass
+class TraceDocument:
+    """What the top level of the trace holds besides the events (read as the events stream)."""
+
+    metadata: dict[str, Any] = field(default_factory=dict)
+    event_count: int = 0
+    has_event_list: bool = False
+
+
+class _TextReader:
+    """Decoded text of the file in a sliding buffer, refilled on demand."""
+
+    def __init__(self, path: Path, raw: IO[bytes], chunk_bytes: int) -> None:
+        self.path = path
+        self._raw = raw
+        self._chunk_bytes = chunk_bytes
+        self.is_gzip = isinstance(raw, gzip.GzipFile)
+        self._started = False  # text was decoded: bad bytes now mean a corrupt trace
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+
+    def fill(self) -> bool:
+        """Append the next chunk; False at end of file."""
+        if self.eof:
+            return False
+        try:
+            data = self._raw.read(self._chunk_bytes)
+            text = self._decoder.decode(data, final=not data)
+        except EOFError as e:  # gzip stream cut short
+            raise TraceFormatError(
+                f"{self.path}: truncated gzip file (the compressed data ends early)"
+            ) from e
+        except (gzip.BadGzipFile, zlib.error) as e:
+            raise TraceFormatError(f"{self.path}: corrupt gzip data ({e})") from e
+        except UnicodeDecodeError as e:
+            if not self._started and not looks_like_json(data[:256]):
+                raise self.not_json() from e
+            raise TraceFormatError(f"{self.path}: corrupt trace: bytes that are not UTF-8 text "
+                                   f"in the JSON") from e
+        except OSError as e:
+            raise InputError(f"{self.path}: cannot read ({e.strerror or e})") from e
+        if not data:
+            self.eof = True
+        self._started = True
+        self.buf = self.buf[self.pos :] + text
+        self.pos = 0
+        return bool(data) or bool(text)
+
+    def not_json(self) -> UnsupportedTraceError:
+        what = "a gzip file that does not hold JSON" if self.is_gzip else "not JSON"
+        return UnsupportedTraceError(f"{self.path}: {what}, so not a torch.profiler trace")
+
+    def peek(self) -> str | None:
+        """The next non-whitespace character (not consumed), None at end of file."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self.fill():
+                return None
+
+    def take(self, expected: str, where: str) -> None:
+        char = self.peek()
+        if char != expected:
+            self.fail(where)
+        self.pos += 1
+
+    def value(self, where: str) -> Any:
+        """Decode one JSON value; a value cut by the chunk boundary is retried with more text."""
+        while True:
+            if self.peek() is None:
+                self.fail(where)
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if self.fill():
+                    continue
+                self.fail(where)
+            if end == len(self.buf) and self.fill():
+                continue  # a number may go on in the next chunk
+            self.pos = end
+            return value
+
+    def fail(self, where: str) -> NoReturn:
+        """Raise the error for bad JSON at ``pos``: truncated if the rest was cut, else malformed."""
+        while self.fill():
+            pass  # an error path: reading the rest is what tells a cut file from a corrupt one
+        if self._cut_short():
+            raise TraceFormatError(f"{self.path}: truncated JSON: the file ends {where}")
+        raise TraceFormatError(f"{self.path}: malformed JSON {where}")
+
+    def _cut_short(self) -> bool:
+        """True when the text left is empty or parses right up to the end of the file."""
+        if _WS.match(self.buf, self.pos).end() >= len(self.buf):
+            return True
+        try:
+            _DECODER.raw_decode(self.buf, self.pos)
+        except json.JSONDecodeError as e:
+            return e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
+        return False
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """The file's bytes, decompressed when it is gzip; opened read-only."""
+    try:
+        with path.open("rb") as f:
+            magic = f.read(2)
+        return gzip.open(path, "rb") if magic == GZIP_MAGIC else path.open("rb")
+    except OSError as e:
+        raise InputError(f"{path}: cannot read ({e.strerror or e})") from e
+
+
+def iter_events(path: Path, doc: TraceDocument,
+                chunk_bytes: int = CHUNK_BYTES) -> Iterator[Any]:
+    """Yield every element of ``traceEvents`` (or of a top-level array) in file order.
+
+    Top-level keys other than ``traceEvents`` land in ``doc.metadata`` as they are passed;
+    ones written after the events (``displayTimeUnit``, ``traceName``) are there only once
+    the generator is exhausted.
+    """
+    with open_binary(path) as raw:
+        reader = _TextReader(path, raw, chunk_bytes)
+        first = reader.peek()
+        if first == "[":
+            reader.pos += 1
+            doc.has_event_list = True
+            yield from _array(reader, doc)
+        elif first == "{":
+            reader.pos += 1
+            yield from _object(reader, doc)
+        else:
+            raise reader.not_json()
+        if reader.peek() is not None:
+            raise TraceFormatError(f"{path}: malformed JSON: text follows the end of the trace")
+
+
+def _object(reader: _TextReader, doc: TraceDocument) -> Iterator[Any]:
+    if reader.peek() == "}":
+        reader.pos += 1
+        return
+    while True:
+        key = reader.value("inside the top-level object")
+        if not isinstance(key, str):
+            reader.fail("inside the top-level object")
+        reader.take(":", "inside the top-level object")
+        if key == "traceEvents" and reader.peek() == "[":
+            reader.pos += 1
+            doc.has_event_list = True
+            yield from _array(reader, doc)
+        else:
+            doc.metadata[key] = reader.value(f"in the value of {key!r}")
+        char = reader.peek()
+        reader.pos += 1
+        if char == "}":
+            return
+        if char != ",":
+            reader.pos -= 1
+            reader.fail("inside the top-level object")
+
+
+def _array(reader: _TextReader, doc: TraceDocument) -> Iterator[Any]:
+    if reader.peek() == "]":
+        reader.pos += 1
+        return
+    while True:
+        yield reader.value(f"inside the trace events (after {doc.event_count} events)")
+        doc.event_count += 1
+        char = reader.peek()
+        reader.pos += 1
+        if char == "]":
+            return
+        if char != ",":
+            reader.pos -= 1
+            reader.fail(f"inside the trace events (after {doc.event_count} events)")

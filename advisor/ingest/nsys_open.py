@@ -1,0 +1,94 @@
+"""Open an Nsight Systems SQLite export safely: read-only, checked, gzip allowed.
+
+SQLite reads pages lazily, so a truncated file can open fine and fail halfway through a
+query with "database disk image is malformed". The header says how many pages the file should
+have; checking it up front turns that into one plain sentence before any work is done.
+Exports are often shipped gzipped (``nsys.sqlite.gz``); SQLite cannot read those in place, so
+they are streamed into a private temporary file, never next to the input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import shutil
+import sqlite3
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from advisor.errors import TraceFormatError
+from advisor.ingest.nsys_schema import SQLITE_MAGIC
+
+GZIP_MAGIC = b"\x1f\x8b"
+_HEADER_BYTES = 100
+
+
+def is_gzip(head: bytes) -> bool:
+    return head.startswith(GZIP_MAGIC)
+
+
+def gzipped_sqlite(path: Path) -> bool:
+    """True for a gzip file whose content starts like an SQLite database."""
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except (OSError, EOFError, zlib.error):
+        return False
+
+
+@contextlib.contextmanager
+def materialized(path: Path) -> Iterator[Path]:
+    """The path SQLite can open: the file itself, or a temporary un-gzipped copy."""
+    with path.open("rb") as f:
+        head = f.read(2)
+    if not is_gzip(head):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="advisor-nsys-") as tmp:
+        plain = Path(tmp) / path.name.removesuffix(".gz")
+        try:
+            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise TraceFormatError(f"{path}: truncated or corrupt gzip file") from e
+        yield plain
+
+
+def check_header(path: Path, shown: Path) -> None:
+    """Fail fast on a file shorter than its SQLite header says (a truncated download/copy)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        header = f.read(_HEADER_BYTES)
+    if len(header) < _HEADER_BYTES or not header.startswith(SQLITE_MAGIC):
+        raise TraceFormatError(f"{shown}: truncated or corrupt SQLite file")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise TraceFormatError(f"{shown}: truncated or corrupt SQLite file")
+    change_counter = header[24:28]
+    valid_for = header[92:96]
+    pages = int.from_bytes(header[28:32], "big")
+    # The in-header page count is trustworthy only when written by a recent SQLite.
+    header_count_valid = pages > 0 and change_counter == valid_for
+    if size % page_size or (header_count_valid and size < pages * page_size):
+        raise TraceFormatError(f"{shown}: truncated or corrupt SQLite file")
+
+
+def connect_read_only(path: Path, shown: Path) -> sqlite3.Connection:
+    """A read-only, immutable connection: no locks, no journal, nothing written beside it."""
+    check_header(path, shown)
+    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        raise TraceFormatError(f"{shown}: truncated or corrupt SQLite file") from e
+    # Some exports hold non-UTF-8 bytes (TARGET_INFO_SYSTEM_ENV in nsys 2022.2): never fail on them.
+    conn.text_factory = _decode
+    return conn
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")

@@ -1,0 +1,449 @@
+"""Nsight Systems SQLite exports (``nsys export --type sqlite``) -> `OpGraph`.
+
+Reading happens in two passes so memory follows the analysis window, not the trace:
+
+1. Whole-trace facts in SQL: row counts (`TraceInfo.totals`), the step-like NVTX ranges
+   (prefiltered with LIKE, then `advisor.graph.steps`), NVTX domain names.
+2. Detailed rows for the window chosen from them (`advisor.ingest.nsys_window`): API calls by
+   time, GPU ops and sync records launched by those calls (by ``(pid, correlationId)`` range) or
+   running during the window, NVTX ranges overlapping it.
+
+Each pass is one sequential scan per table with range predicates: nsys exports have no indexes,
+so joins between activity tables would be quadratic; matching happens in Python with dicts.
+Version differences (table variants, enums, string ids) live in `advisor.ingest.nsys_schema`.
+
+Event ids are the rows' SQLite rowids (GPU ops: ``rowid * 4 + table``), so evidence cited by a
+finding can be looked up in the export.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from advisor.errors import TraceFormatError
+from advisor.graph.api_names import normalize
+from advisor.graph.build import build_graph
+from advisor.graph.model import (
+    ApiCall,
+    ApiLayer,
+    CpuRange,
+    GpuInfo,
+    GpuOp,
+    GpuOpKind,
+    OpGraph,
+    RangeSource,
+    SyncKind,
+    SyncWait,
+    TraceInfo,
+)
+from advisor.graph.steps import is_step_name, steps_from_ranges
+from advisor.ingest import nsys_schema as S
+from advisor.ingest.base import LoadOptions, TraceSource
+from advisor.ingest.nsys_open import connect_read_only, gzipped_sqlite, is_gzip, materialized
+from advisor.ingest.nsys_window import Window, op_window, step_window
+
+FORMAT = "nsys-sqlite"
+STEP_LIKE = ("%step%", "%iter%")  # every name `is_step_name` accepts contains one of these
+
+_OP_TABLE_CODE = {S.KERNEL.base: 0, S.MEMCPY.base: 1, S.MEMSET.base: 2, S.GRAPH_TRACE.base: 3}
+
+# The API a sync record correlates with says what the host waited for more reliably than
+# syncType, whose numbering differs between exports (cudaStreamSynchronize is 2 in nsys 2024.6
+# and 2025.3 but 3 in 2026.2; cloverleaf's cudaDeviceSynchronize is 1, "Event sync").
+_SYNC_KIND_BY_API = {
+    "cudaDeviceSynchronize": SyncKind.DEVICE, "cudaThreadSynchronize": SyncKind.DEVICE,
+    "cuCtxSynchronize": SyncKind.DEVICE, "cudaStreamSynchronize": SyncKind.STREAM,
+    "cuStreamSynchronize": SyncKind.STREAM, "cudaEventSynchronize": SyncKind.EVENT,
+    "cuEventSynchronize": SyncKind.EVENT, "cudaEventQuery": SyncKind.EVENT,
+    "cuEventQuery": SyncKind.EVENT, "cudaStreamWaitEvent": SyncKind.STREAM_WAIT_EVENT,
+    "cuStreamWaitEvent": SyncKind.STREAM_WAIT_EVENT,
+}
+
+
+class NsysSqliteSource(TraceSource):
+    """Nsight Systems SQLite exports, plain or gzipped, schema 2.9 to 3.25."""
+
+    format = FORMAT
+
+    @classmethod
+    def sniff(cls, path: Path, head: bytes) -> bool:
+        if head.startswith(S.SQLITE_MAGIC):
+            return True
+        return is_gzip(head) and gzipped_sqlite(path)
+
+    def load(self, path: Path, options: LoadOptions) -> OpGraph:
+        with materialized(path) as plain:
+            conn = connect_read_only(plain, shown=path)
+            try:
+                return _Loader(conn, path, options).load()
+            except sqlite3.DatabaseError as e:
+                if _is_corruption(e):
+                    raise TraceFormatError(f"{path}: truncated or corrupt SQLite file") from e
+                raise
+            finally:
+                conn.close()
+
+
+def _is_corruption(e: sqlite3.DatabaseError) -> bool:
+    """SQLite's corruption errors, as opposed to a bad query (a bug here, not in the file)."""
+    text = str(e).lower()
+    return type(e) is sqlite3.DatabaseError or any(
+        w in text for w in ("malformed", "not a database", "corrupt", "disk i/o")
+    )
+
+
+class _Loader:
+    """One load of one export: whole-trace pass, window choice, detailed pass, graph."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, options: LoadOptions) -> None:
+        self.conn = conn
+        self.options = options
+        self.schema = S.NsysSchema(conn, path)
+        self.strings = S.StringCache(conn)
+        self.info = TraceInfo(
+            path=str(path), format=FORMAT, schema_version=self.schema.schema_version,
+            tool_version=self.schema.tool_version,
+        )
+        self.range_types = self.schema.event_type_ids(*S.NVTX_RANGE_TYPES)
+        self.domain_create_types = self.schema.event_type_ids("NvtxDomainCreate")
+        self.domains: dict[int, str] = {}
+        self.global_pids: dict[int, int] = {}  # pid -> globalPid, to match GPU rows by value
+
+    def load(self) -> OpGraph:
+        self.info.totals = self._totals()
+        all_steps = steps_from_ranges(self._step_candidates())
+        self.info.totals["steps"] = len(all_steps)
+        window = self._window(all_steps)
+        calls = self._api_calls(window)
+        ops = self._gpu_ops(window, calls)
+        syncs = self._syncs(window, calls)
+        ranges = self._ranges(window)
+        self._describe(window, calls, ops, ranges)
+        graph = build_graph(self.info, ranges, calls, ops, syncs, window.steps)
+        if not all_steps:
+            self.info.totals["steps"] = len(graph.steps)
+        return graph
+
+    # ----- SQL helpers --------------------------------------------------------------------
+
+    def _scan(self, spec: S.TableSpec, where: str = "", params: Iterable[object] = (),
+              limit: int | None = None) -> Iterator[tuple]:
+        """Rows ``(rowid, *spec.columns)`` of a table, lazily; nothing if it has no rows."""
+        selected = self.schema.select(spec)
+        if selected is None:
+            return iter(())
+        table, cols = selected
+        sql = f"SELECT rowid, {cols} FROM {table} {where}"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        return self.conn.execute(sql, tuple(params))
+
+    def _count(self, spec: S.TableSpec, where: str = "", params: Iterable[object] = ()) -> int:
+        selected = self.schema.select(spec)
+        if selected is None:
+            return 0
+        return int(self.conn.execute(f"SELECT count(*) FROM {selected[0]} {where}",
+                                     tuple(params)).fetchone()[0])
+
+    @staticmethod
+    def _in(ids: Iterable[int]) -> str:
+        return "(" + ",".join(str(int(i)) for i in ids) + ")" if ids else "(NULL)"
+
+    # ----- pass 1: whole-trace facts -------------------------------------------------------
+
+    def _totals(self) -> dict[str, int]:
+        """Row counts of the whole trace, so reports stay right when only a window is loaded."""
+        backtrace = self.schema.event_class_ids()["backtrace"]
+        api = self._count(S.RUNTIME)
+        if backtrace is not None and self.schema.has_column(S.RUNTIME.base, "eventClass"):
+            # With CUDA backtraces on, each call is also stored once more as eventClass 67.
+            api = self._count(S.RUNTIME, "WHERE eventClass IS NOT ?", (backtrace,)) or api
+        return {
+            "kernels": self._count(S.KERNEL),
+            "api_calls": api,
+            "nvtx_ranges": self._count(S.NVTX, f"WHERE eventType IN {self._in(self.range_types)}"),
+            "memcpys": self._count(S.MEMCPY),
+            "memsets": self._count(S.MEMSET),
+            "syncs": self._count(S.SYNC),
+            "graphs": self._count(S.GRAPH_TRACE),
+        }
+
+    def _step_candidates(self) -> list[CpuRange]:
+        """Step-like NVTX ranges of the whole trace (and, in the same scan, domain names)."""
+        name_tests, params = [], []
+        if self.schema.has_column(S.NVTX.base, "text"):
+            name_tests += ["text LIKE ?"] * len(STEP_LIKE)
+            params += STEP_LIKE
+        if self.schema.has_column(S.NVTX.base, "textId"):
+            likes = " OR ".join("value LIKE ?" for _ in STEP_LIKE)
+            name_tests.append(f"textId IN (SELECT id FROM StringIds WHERE {likes})")
+            params += STEP_LIKE
+        name_test = " OR ".join(name_tests) or "0"
+        where = (f"WHERE (eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
+                 f"AND ({name_test})) OR eventType IN {self._in(self.domain_create_types)}")
+        candidates = []
+        for row in self._scan(S.NVTX, where, params):
+            if row[3] in self.domain_create_types:
+                self.domains[row[7] or 0] = self._nvtx_name(row)
+                continue
+            candidates.append(row)
+        ranges = (self._range(row) for row in candidates)
+        return [r for r in ranges if is_step_name(r.name)]
+
+    def _window(self, steps: list) -> Window:
+        if steps:
+            return step_window(steps, self.options.max_steps)
+        totals = self.info.totals
+        total_ops = totals["kernels"] + totals["memcpys"] + totals["memsets"] + totals["graphs"]
+        span = None
+        if total_ops > self.options.max_gpu_ops:
+            span = self._gpu_span()
+        return op_window(total_ops, self.options.max_gpu_ops, span)
+
+    def _gpu_span(self) -> tuple[int, int] | None:
+        selected = self.schema.select(S.KERNEL) or self.schema.select(S.MEMCPY)
+        if selected is None:
+            return None
+        lo, hi = self.conn.execute(f"SELECT min(start), max(end) FROM {selected[0]}").fetchone()
+        return None if lo is None else (int(lo), int(hi))
+
+    # ----- pass 2: the window in detail ---------------------------------------------------
+
+    @staticmethod
+    def _time_where(w: Window) -> tuple[str, list[int]]:
+        if w.whole:
+            return "", []
+        return "WHERE start < ? AND end > ?", [w.end_ns, w.start_ns]
+
+    def _api_calls(self, w: Window) -> list[ApiCall]:
+        """Runtime and driver calls overlapping the window, backtrace duplicates dropped."""
+        classes = self.schema.event_class_ids()
+        where, params = self._time_where(w)
+        calls: list[ApiCall] = []
+        seen: set[tuple[int, int]] = set()
+        backtraces: dict[tuple[int, int], ApiCall] = {}
+        for rowid, start, end, gtid, corr, name_id, ev_class in self._scan(S.RUNTIME, where, params):
+            name = normalize(self.strings.get(name_id))
+            pid = S.pid_of(gtid)
+            self.global_pids.setdefault(pid, S.global_pid_of(gtid))
+            call = ApiCall(rowid, name, start, end, pid, S.tid_of(gtid), corr,
+                           _layer(ev_class, name, classes["driver"]))
+            if ev_class is not None and ev_class == classes["backtrace"]:
+                backtraces.setdefault((pid, corr), call)
+                continue
+            seen.add((pid, corr))
+            calls.append(call)
+        calls.extend(c for key, c in backtraces.items() if key not in seen)
+        return calls
+
+    def _device_where(self, w: Window, calls: list[ApiCall]) -> tuple[str, list[int]]:
+        """Rows running in the window, or launched by its calls (one correlation range a process)."""
+        if w.whole:
+            return "", []
+        bounds: dict[int, list[int]] = {}
+        for c in calls:
+            b = bounds.setdefault(c.pid, [c.correlation, c.correlation])
+            b[0] = min(b[0], c.correlation)
+            b[1] = max(b[1], c.correlation)
+        clauses, params = ["(start < ? AND end > ?)"], [w.end_ns, w.start_ns]
+        for pid, (lo, hi) in sorted(bounds.items()):
+            clauses.append("(globalPid = ? AND correlationId BETWEEN ? AND ?)")
+            params += [self.global_pids[pid], lo, hi]
+        return "WHERE " + " OR ".join(clauses), params
+
+    def _gpu_ops(self, w: Window, calls: list[ApiCall]) -> list[GpuOp]:
+        where, params = self._device_where(w, calls)
+        budget = None if w.steps is not None else self.options.max_gpu_ops
+        copy_kinds = self.schema.copy_kinds()
+        host_kinds = self.schema.host_memory_kinds()
+        ops: list[GpuOp] = []
+        for spec in S.GPU_OP_SPECS:
+            code = _OP_TABLE_CODE[spec.base]
+            limit = None if budget is None else budget - len(ops) + 1
+            for row in self._scan(spec, where, params, limit):
+                if spec is S.KERNEL:
+                    ops.append(self._kernel(row, code))
+                elif spec is S.MEMCPY:
+                    ops.append(_memcpy(row, code, copy_kinds, host_kinds))
+                elif spec is S.MEMSET:
+                    ops.append(_memset(row, code))
+                else:
+                    ops.append(_graph(row, code))
+            if budget is not None and len(ops) > budget:
+                del ops[budget:]
+                self.info.notes.append(f"GPU ops capped at {budget} (LoadOptions.max_gpu_ops)")
+                break
+        return ops
+
+    def _kernel(self, row: tuple, code: int) -> GpuOp:
+        (rowid, start, end, device, stream, corr, gpid, demangled, short,
+         gx, gy, gz, bx, by, bz, node_id, graph_id) = row
+        if graph_id is None and node_id is not None:
+            graph_id = node_id >> 32  # per-node graph tracing packs the graph id in the node id
+        return GpuOp(
+            rowid * 4 + code, GpuOpKind.KERNEL,
+            self.strings.get(demangled) or self.strings.get(short), start, end, device, stream,
+            S.pid_of(gpid), corr, graph_id=graph_id,
+            grid=(gx, gy, gz) if gx is not None else None,
+            block=(bx, by, bz) if bx is not None else None,
+        )
+
+    def _syncs(self, w: Window, calls: list[ApiCall]) -> list[SyncWait]:
+        """Sync records; their kind and thread come from the correlated call when it is loaded."""
+        where, params = self._device_where(w, calls)
+        by_key = {(c.pid, c.correlation): c for c in calls}
+        kinds = self.schema.sync_kinds()
+        out = []
+        for rowid, start, end, gpid, corr, sync_type, device, stream in self._scan(
+            S.SYNC, where, params
+        ):
+            pid = S.pid_of(gpid)
+            call = by_key.get((pid, corr))
+            kind = SyncKind(kinds.get(sync_type, "other"))
+            if call is not None:
+                kind = _SYNC_KIND_BY_API.get(call.name, kind)
+            out.append(SyncWait(rowid, kind, start, end, pid, call.tid if call else None, corr,
+                                device, stream))
+        return out
+
+    def _ranges(self, w: Window) -> list[CpuRange]:
+        where = f"WHERE eventType IN {self._in(self.range_types)} AND end IS NOT NULL"
+        params: list[int] = []
+        if not w.whole:
+            where += " AND start < ? AND end > ?"
+            params = [w.end_ns, w.start_ns]
+        return [self._range(row) for row in self._scan(S.NVTX, where, params)]
+
+    def _nvtx_name(self, row: tuple) -> str:
+        text, text_id = row[5], row[6]
+        return text if text is not None else self.strings.get(text_id)
+
+    def _range(self, row: tuple) -> CpuRange:
+        rowid, start, end, _type, gtid, _text, _text_id, domain_id, _end_tid = row
+        domain = ""
+        if domain_id:
+            domain = self.domains.get(domain_id, f"domain {domain_id}")
+        return CpuRange(rowid, self._nvtx_name(row), start, end, S.pid_of(gtid), S.tid_of(gtid),
+                        RangeSource.NVTX, domain)
+
+    # ----- trace description ----------------------------------------------------------------
+
+    def _describe(self, w: Window, calls: list[ApiCall], ops: list[GpuOp],
+                  ranges: list[CpuRange]) -> None:
+        pids = {c.pid for c in calls} | {o.pid for o in ops} | {r.pid for r in ranges}
+        self.info.gpus = self._gpus()
+        self.info.processes = self._processes(pids)
+        self.info.threads = self._threads(pids)
+        self.info.software = self._software()
+        self.info.window_ns = _window_span(w, calls, ops, ranges)
+        self._notes(w, calls, ops)
+
+    def _gpus(self) -> list[GpuInfo]:
+        """GPUs by the CUDA device ordinal kernels use (``cuDevice``), not TARGET_INFO_GPU.id."""
+        cuda_ids = {gpu: cuda for _, gpu, cuda in self._scan(S.CUDA_DEVICE)}
+        gpus = []
+        for _, gid, name, cu_device, sms, memory, major, minor in self._scan(S.GPU_INFO):
+            device = cu_device if cu_device is not None else cuda_ids.get(gid, gid)
+            cc = f"{major}.{minor}" if major is not None and minor is not None else None
+            gpus.append(GpuInfo(int(device), str(name or ""), sms, memory, cc))
+        return sorted(gpus, key=lambda g: g.device)
+
+    def _processes(self, pids: set[int]) -> dict[int, str]:
+        return {int(pid): str(name or "") for _, _gpid, pid, name in self._scan(S.PROCESSES)
+                if pid in pids}
+
+    def _threads(self, pids: set[int]) -> dict[tuple[int, int], str]:
+        out = {}
+        for _, gtid, name_id in self._scan(S.THREAD_NAMES):
+            if gtid is not None and S.pid_of(gtid) in pids:
+                out[(S.pid_of(gtid), S.tid_of(gtid))] = self.strings.get(name_id)
+        return out
+
+    def _software(self) -> dict[str, str]:
+        env = {str(k): str(v) for _, k, v in self._scan(S.SYSTEM_ENV)}
+        out = {"nsys": self.schema.tool_version}
+        cuda = env.get("CudaDriverVersion", "")
+        if cuda.isdigit():
+            out["cuda_driver"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
+        out["nvidia_driver"] = _driver_version(env.get("NvDriverVersion", ""))
+        return {k: v for k, v in out.items() if v}
+
+    def _notes(self, w: Window, calls: list[ApiCall], ops: list[GpuOp]) -> None:
+        notes, totals = self.info.notes, self.info.totals
+        if totals["kernels"] == 0 and totals["graphs"] == 0:
+            notes.append("no GPU kernels in the trace: there is no GPU work to analyse")
+        if not self.info.gpus:
+            notes.append("the export has no TARGET_INFO_GPU table: the GPU model is unknown")
+        if "DERIVED_FROM" in self.schema.meta:
+            notes.append(f"this export was cut from a longer capture "
+                         f"({self.schema.meta['DERIVED_FROM']}); events crossing its edges "
+                         "lack their partner")
+        if not w.whole:
+            notes.append(f"detailed events loaded for {w.description}")
+        unlaunched = _count_unmatched(ops, calls)
+        if unlaunched:
+            notes.append(f"{unlaunched} of {len(ops)} GPU ops have no launching call in the "
+                         "loaded events (launched before the capture or window began)")
+
+
+# ----- row -> model ----------------------------------------------------------------------------
+
+
+def _layer(ev_class: int | None, name: str, driver_class: int | None) -> ApiLayer:
+    if ev_class is None:
+        return ApiLayer.DRIVER if name.startswith("cu") and not name.startswith("cuda") \
+            else ApiLayer.RUNTIME
+    return ApiLayer.DRIVER if ev_class == driver_class else ApiLayer.RUNTIME
+
+
+def _memcpy(row: tuple, code: int, copy_kinds: dict[int, tuple[str, str]],
+            host_kinds: dict[int, str]) -> GpuOp:
+    (rowid, start, end, device, stream, corr, gpid, nbytes, kind, src, dst, node_id) = row
+    copy_kind, host_side = copy_kinds.get(kind, ("", ""))
+    sides = {"src": (src,), "dst": (dst,), "both": (src, dst)}.get(host_side, ())
+    memories = {host_kinds.get(k, "") for k in sides} - {""}
+    host_memory = "pageable" if "pageable" in memories else ("pinned" if memories else "")
+    return GpuOp(
+        rowid * 4 + code, GpuOpKind.MEMCPY, f"Memcpy {copy_kind}".strip(), start, end, device,
+        stream, S.pid_of(gpid), corr, bytes=nbytes or 0, copy_kind=copy_kind,
+        host_memory=host_memory, graph_id=None if node_id is None else node_id >> 32,
+    )
+
+
+def _memset(row: tuple, code: int) -> GpuOp:
+    rowid, start, end, device, stream, corr, gpid, nbytes, node_id = row
+    return GpuOp(rowid * 4 + code, GpuOpKind.MEMSET, "Memset", start, end, device, stream,
+                 S.pid_of(gpid), corr, bytes=nbytes or 0,
+                 graph_id=None if node_id is None else node_id >> 32)
+
+
+def _graph(row: tuple, code: int) -> GpuOp:
+    rowid, start, end, device, stream, corr, gpid, graph_id, _exec_id = row
+    return GpuOp(rowid * 4 + code, GpuOpKind.GRAPH, f"CUDA graph {graph_id}", start, end, device,
+                 stream, S.pid_of(gpid), corr, graph_id=graph_id)
+
+
+def _driver_version(raw: str) -> str:
+    """``52510517`` (nsys 2022-2024 packs it as major*10^5 + minor*100 + patch) -> ``525.105.17``."""
+    if raw.isdigit() and len(raw) == 8:
+        value = int(raw)
+        return f"{value // 100000}.{value // 100 % 1000:02d}.{value % 100:02d}"
+    return raw
+
+
+def _window_span(w: Window, calls: list[ApiCall], ops: list[GpuOp],
+                 ranges: list[CpuRange]) -> tuple[int, int] | None:
+    if not w.whole:
+        return (w.start_ns, w.end_ns)
+    events: list = [*calls, *ops, *ranges]
+    if not events:
+        return None
+    return (min(e.start_ns for e in events), max(e.end_ns for e in events))
+
+
+def _count_unmatched(ops: list[GpuOp], calls: list[ApiCall]) -> int:
+    """GPU ops whose launching call is not among the loaded calls."""
+    launched = {(c.pid, c.correlation) for c in calls}
+    return sum(1 for o in ops if (o.pid, o.correlation) not in launched)

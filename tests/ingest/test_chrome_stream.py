@@ -1,0 +1,60 @@
+"""The streaming reader under ChromeTraceSource: same events as a whole-file parse, whatever
+the chunk size, and exact nanoseconds from the trace's microsecond text."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.ingest.kineto_stream import TraceDocument, iter_events, us_to_ns
+
+TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+SMALL = TRACES / "hta" / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"
+ROCM = TRACES / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+pytestmark = pytest.mark.skipif(
+    not SMALL.exists(), reason=f"shared traces not found at {TRACES} (they sit beside the "
+                               f"repository)")
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 7, 4096, 1 << 22])
+@pytest.mark.parametrize("path", [SMALL, ROCM], ids=["event_sync", "rocm"])
+def test_streamed_events_equal_a_whole_file_parse(path, chunk_bytes):
+    with gzip.open(path) as f:
+        whole = json.load(f, parse_float=str)
+    doc = TraceDocument()
+    events = list(iter_events(path, doc, chunk_bytes=chunk_bytes))
+    assert events == whole["traceEvents"]
+    assert doc.event_count == len(events) and doc.has_event_list
+    # keys written after the events are read too
+    assert doc.metadata == {k: v for k, v in whole.items() if k != "traceEvents"}
+
+
+def test_top_level_array_form_is_streamed(tmp_path):
+    with gzip.open(SMALL) as f:
+        events = json.load(f, parse_float=str)["traceEvents"]
+    path = tmp_path / "array.json"
+    path.write_text(json.dumps(events))
+    doc = TraceDocument()
+    assert list(iter_events(path, doc, chunk_bytes=64)) == events
+
+
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [
+        (1695835542514261, 1695835542514261000),  # whole microseconds as a JSON int
+        ("1712195495519695.8", 1712195495519695800),  # beyond float precision
+        ("1419247332972.313", 1419247332972313),
+        ("63.813", 63813),
+        ("1.2345", 1235),  # sub-nanosecond digits round half up
+        ("1e3", 1_000_000),
+        ("-2.5", -2500),
+        ("NaN", None),
+        (None, None),
+    ],
+)
+def test_microseconds_to_exact_nanoseconds(text, ns):
+    assert us_to_ns(text) == ns
