@@ -16,6 +16,8 @@ def normalize(name: str) -> str:
     prev = None
     while prev != name:
         prev, name = name, _VERSION_SUFFIX.sub("", name)
+    if name.startswith("hip") and not name.startswith("hipExt"):
+        name = "cuda" + name[3:]  # HIP mirrors the CUDA runtime API one to one (ROCm traces)
     return name
 
 

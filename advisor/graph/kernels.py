@@ -115,7 +115,8 @@ def has_gelu_epilogue(name: str) -> bool:
 def short_name(name: str, limit: int = 90) -> str:
     """A readable kernel name: template arguments and parameter lists dropped."""
     out, depth = [], 0
-    for ch in name:
+    # "(anonymous namespace)" is not a parameter list: stripping from it would drop the name.
+    for ch in name.replace("(anonymous namespace)::", ""):
         if ch == "<":
             depth += 1
             if depth == 1:

@@ -61,7 +61,7 @@ def is_step_name(name: str) -> bool:
 
 def phase_of(name: str) -> str | None:
     """Map a range name to one of `PHASES`, or None."""
-    key = name.strip().lower()
+    key = name.strip().strip("#").strip().lower()  # "## forward ##" annotations
     if key in _PHASE_BY_ALIAS:
         return _PHASE_BY_ALIAS[key]
     for prefix, phase in _PHASE_PREFIXES:

@@ -117,8 +117,9 @@ class _Loader:
         self.info.totals["steps"] = len(all_steps)
         window = self._window(all_steps)
         calls = self._api_calls(window)
-        ops = self._gpu_ops(window, calls)
-        syncs = self._syncs(window, calls)
+        device_filter = self._device_where(window, calls)
+        ops = self._gpu_ops(window, device_filter)
+        syncs = self._syncs(device_filter, calls)
         ranges = self._ranges(window)
         self._describe(window, calls, ops, ranges)
         graph = build_graph(self.info, ranges, calls, ops, syncs, window.steps)
@@ -182,7 +183,8 @@ class _Loader:
             params += STEP_LIKE
         name_test = " OR ".join(name_tests) or "0"
         where = (f"WHERE (eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
-                 f"AND ({name_test})) OR eventType IN {self._in(self.domain_create_types)}")
+                 f"AND globalTid IS NOT NULL AND ({name_test})) "
+                 f"OR eventType IN {self._in(self.domain_create_types)}")
         candidates = []
         for row in self._scan(S.NVTX, where, params):
             if row[3] in self.domain_create_types:
@@ -244,6 +246,8 @@ class _Loader:
             return "", []
         bounds: dict[int, list[int]] = {}
         for c in calls:
+            if c.correlation is None:
+                continue
             b = bounds.setdefault(c.pid, [c.correlation, c.correlation])
             b[0] = min(b[0], c.correlation)
             b[1] = max(b[1], c.correlation)
@@ -253,8 +257,8 @@ class _Loader:
             params += [self.global_pids[pid], lo, hi]
         return "WHERE " + " OR ".join(clauses), params
 
-    def _gpu_ops(self, w: Window, calls: list[ApiCall]) -> list[GpuOp]:
-        where, params = self._device_where(w, calls)
+    def _gpu_ops(self, w: Window, device_filter: tuple[str, list[int]]) -> list[GpuOp]:
+        where, params = device_filter
         budget = None if w.steps is not None else self.options.max_gpu_ops
         copy_kinds = self.schema.copy_kinds()
         host_kinds = self.schema.host_memory_kinds()
@@ -290,9 +294,9 @@ class _Loader:
             block=(bx, by, bz) if bx is not None else None,
         )
 
-    def _syncs(self, w: Window, calls: list[ApiCall]) -> list[SyncWait]:
+    def _syncs(self, device_filter: tuple[str, list[int]], calls: list[ApiCall]) -> list[SyncWait]:
         """Sync records; their kind and thread come from the correlated call when it is loaded."""
-        where, params = self._device_where(w, calls)
+        where, params = device_filter
         by_key = {(c.pid, c.correlation): c for c in calls}
         kinds = self.schema.sync_kinds()
         out = []
@@ -309,7 +313,8 @@ class _Loader:
         return out
 
     def _ranges(self, w: Window) -> list[CpuRange]:
-        where = f"WHERE eventType IN {self._in(self.range_types)} AND end IS NOT NULL"
+        where = (f"WHERE eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
+                 "AND globalTid IS NOT NULL")
         params: list[int] = []
         if not w.whole:
             where += " AND start < ? AND end > ?"
@@ -321,11 +326,10 @@ class _Loader:
         return text if text is not None else self.strings.get(text_id)
 
     def _range(self, row: tuple) -> CpuRange:
-        rowid, start, end, _type, gtid, _text, _text_id, domain_id, _end_tid = row
-        domain = ""
-        if domain_id:
-            domain = self.domains.get(domain_id, f"domain {domain_id}")
-        return CpuRange(rowid, self._nvtx_name(row), start, end, S.pid_of(gtid), S.tid_of(gtid),
+        rowid, start, end, _type, gtid, text, text_id, domain_id, _end_tid = row
+        name = text if text is not None else self.strings.get(text_id)
+        domain = self.domains.get(domain_id, f"domain {domain_id}") if domain_id else ""
+        return CpuRange(rowid, name, start, end, S.pid_of(gtid), S.tid_of(gtid),
                         RangeSource.NVTX, domain)
 
     # ----- trace description ----------------------------------------------------------------

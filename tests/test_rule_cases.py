@@ -1,0 +1,76 @@
+"""Every rule on its real H100 scenario: the bad trace raises it first, the fixed trace does not,
+and the estimate lands within a factor 1.3 of the speedup measured without a profiler.
+
+The traces and timings come from benchmarks/scenarios (captured on an H100; see
+fixtures/scenarios/README.md). A rule without a scenario fails here: rules are validated on real
+traces or not shipped.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.engine.registry import load_rules
+from tests.conftest import ROOT, SCENARIOS
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import validate_rules  # noqa: E402
+
+RULES = [r.name for r in load_rules()]
+FORMATS = ("nsys", "kineto")
+
+
+@pytest.fixture(scope="session")
+def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
+    tmp = tmp_path_factory.mktemp("scenarios")
+    out = {}
+    for rule in RULES:
+        rule_dir = SCENARIOS / rule
+        if not rule_dir.is_dir():
+            continue
+        for fmt in FORMATS:
+            row = validate_rules.validate(rule_dir, fmt, Path(tmp))
+            if row is not None:
+                out[(rule, fmt)] = row
+    return out
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_rule_has_a_real_h100_scenario(rule: str):
+    d = SCENARIOS / rule
+    for variant in ("bad", "good"):
+        assert (d / variant / "timing.json").exists(), f"{rule}: no measured {variant} variant"
+        assert (d / variant / "nsys.sqlite.gz").exists() or (d / variant / "trace.json.gz").exists()
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("rule", RULES)
+def test_bad_trace_raises_the_rule_first(rows, rule: str, fmt: str):
+    row = rows.get((rule, fmt))
+    if row is None:
+        pytest.skip(f"{rule}: no {fmt} trace captured")
+    assert row.top_rule == rule, f"{rule}/{fmt}: findings {row.bad_findings}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("rule", RULES)
+def test_fixed_trace_does_not_raise_the_rule(rows, rule: str, fmt: str):
+    row = rows.get((rule, fmt))
+    if row is None:
+        pytest.skip(f"{rule}: no {fmt} trace captured")
+    assert not row.good_raises
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("rule", RULES)
+def test_estimate_is_within_tolerance_of_the_measured_speedup(rows, rule: str, fmt: str):
+    row = rows.get((rule, fmt))
+    if row is None:
+        pytest.skip(f"{rule}: no {fmt} trace captured")
+    assert row.estimated is not None, f"{rule}/{fmt}: not raised ({row.bad_findings})"
+    ratio = row.estimated / row.measured
+    assert 1 / validate_rules.TOLERANCE <= ratio <= validate_rules.TOLERANCE, (
+        f"{rule}/{fmt}: estimated {row.estimated:.3f}x vs measured {row.measured:.3f}x")

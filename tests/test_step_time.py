@@ -1,0 +1,45 @@
+"""The step time advisor reports from a trace matches the step time measured without a profiler.
+
+Each H100 scenario was timed with no profiler attached (>= 30 steps after warm-up, CUDA events
+at step boundaries) and captured under Nsight Systems; the steady-state step time advisor reads
+from the nsys export must agree within 10%. (torch.profiler adds host overhead per operator, so
+its traces are checked only where the GPU, not the host, sets the pace.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from advisor.analysis import analyze
+from tests.conftest import SCENARIOS
+
+CASES = sorted(
+    (p.parent.parent.name, p.parent.name)
+    for p in SCENARIOS.glob("*/*/nsys.sqlite.gz")
+    if (p.parent / "timing.json").exists()
+) if SCENARIOS.exists() else []
+
+
+def measured_mean_ms(timing: dict) -> float:
+    import sys
+
+    from tests.conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import validate_rules
+
+    return validate_rules._mean_ms(timing)
+
+
+@pytest.mark.skipif(not CASES, reason="no H100 scenario captures in fixtures/scenarios")
+@pytest.mark.parametrize(("rule", "variant"), CASES)
+def test_reported_step_time_matches_unprofiled_measurement(rule, variant, unpacked):
+    d = SCENARIOS / rule / variant
+    timing = json.loads((d / "timing.json").read_text())
+    analysis = analyze(unpacked(d / "nsys.sqlite.gz"))
+    reported = analysis.summary.mean_step_ns / 1e6
+    measured = measured_mean_ms(timing)
+    assert abs(reported - measured) / measured <= 0.10, (
+        f"{rule}/{variant}: reported {reported:.3f} ms, measured {measured:.3f} ms")
