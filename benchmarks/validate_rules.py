@@ -56,7 +56,7 @@ def measured_speedup(rule_dir: Path) -> float:
 
 
 def _mean_ms(timing: dict) -> float:
-    for key in ("event_ms", "step_ms", "steps_ms"):
+    for key in ("step_ms_cuda_events", "event_ms", "step_ms"):
         if key in timing and isinstance(timing[key], dict) and "mean" in timing[key]:
             return float(timing[key]["mean"])
     if "mean_ms" in timing:

@@ -184,6 +184,7 @@ class LoaderJitter(Rule):
             ),
             effects=[fix_allocs, *scale_data, *prefetch],
             low_effects=[fix_allocs, *prefetch_low],
+            basis="mean",
             model="replay with allocations served from a pool and outlier data phases at the median",
             assumptions=("the largest sample fits a buffer allocated once",
                          "outlier data phases become median ones once buffers are reused"),

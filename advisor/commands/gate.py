@@ -1,13 +1,61 @@
-"""`advisor gate` (being built: see its issue)."""
+"""`advisor gate BASELINE CANDIDATE`: may the candidate run merge? Exit 0 pass, 1 regression,
+2 could not compare (fail closed).
+
+The verdict goes to stdout (what regressed, by how much, which rules); the CI outputs go to the
+files asked for, also when the runs could not be compared, before the error reaches the CLI's
+one error funnel.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, AnalysisError
 
 
 @click.command("gate")
-def command() -> int:
-    """Not available yet."""
-    raise AdvisorError("advisor gate is not available in this build")
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@click.option("--threshold", default=5.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True, max=1000),
+              help="Step-time increase, in percent, that fails when also significant.")
+@click.option("--allow", "allow", multiple=True, metavar="RULE",
+              help="Accept regressions named by this rule (name or code); repeatable.")
+@click.option("--markdown", "markdown_out", type=click.Path(path_type=Path),
+              help="Write a markdown summary (PR comment, $GITHUB_STEP_SUMMARY) here.")
+@click.option("--junit", "junit_out", type=click.Path(path_type=Path),
+              help="Write JUnit XML here.")
+@click.option("--github-annotations", is_flag=True,
+              help="Also print GitHub Actions annotations (::error ...) to stdout.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path),
+              help="Write the verdict as JSON here.")
+def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
+            markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
+            json_out: Path | None) -> int:
+    """Compare two runs of one training step (traces or `advisor analyze --json` results)."""
+    from advisor.engine.registry import load_rules, select
+    from advisor.gate.compare import Policy, gate
+    from advisor.gate.github import render_annotations, render_error_annotation
+    from advisor.gate.outputs import OutputRequest, write_error_outputs, write_outputs
+    from advisor.gate.text import render_text
+
+    allowed = select(load_rules(), list(allow)) if allow else []
+    policy = Policy(threshold=threshold / 100,
+                    allow=frozenset(k for r in allowed for k in (r.name, r.code)))
+    request = OutputRequest(markdown_out, junit_out, json_out)
+    try:
+        result = gate(str(baseline), str(candidate), policy)
+    except AdvisorError as e:
+        write_error_outputs(str(e), request)
+        if github_annotations:
+            click.echo(render_error_annotation(str(e)), nl=False)
+        raise
+    write_outputs(result, request)
+    click.echo(render_text(result), nl=False)
+    if github_annotations:
+        click.echo(render_annotations(result), nl=False)
+    if result.status == "inconclusive":
+        raise AnalysisError("gate inconclusive: " + "; ".join(result.inconclusive))
+    return int(result.exit_code)

@@ -1,13 +1,52 @@
-"""`advisor profile` (being built: see its issue)."""
+"""`advisor profile [OPTIONS] SCRIPT [ARGS]...`: run a training script, record and diagnose it.
+
+Everything that needs torch lives in `advisor.capture` and is imported only when this command
+runs, so `advisor analyze` and the rest of the CLI never import torch.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from advisor.errors import AdvisorError
 
+@click.command(
+    "profile",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option("--wait", default=5, show_default=True, type=click.IntRange(min=0),
+              help="Steps to run before recording (warm-up: compilation, autotuning, allocator).")
+@click.option("--steps", default=10, show_default=True, type=click.IntRange(min=1),
+              help="Steps to record; then profiling stops and the job runs on at full speed.")
+@click.option("--out", "out", default=Path("advisor-out"), show_default=True,
+              type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for traces (trace_rank<R>.json.gz) and per-rank analyses.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the JSON result here (rank R>0 of a multi-process job: NAME.rankR.json).")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the HTML report here.")
+@click.option("--nsys", is_flag=True,
+              help="Record the window with Nsight Systems (nsys on PATH) instead of torch.profiler.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines and no console summary.")
+@click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in `python -m`.")
+@click.option("--nsys-child", is_flag=True, hidden=True)
+@click.argument("script")
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+def command(wait: int, steps: int, out: Path, json_out: Path | None, html_out: Path | None,
+            nsys: bool, quiet: bool, module: bool, nsys_child: bool, script: str,
+            script_args: tuple[str, ...]) -> int:
+    """Run SCRIPT as `python SCRIPT ARGS` would, find its training steps, record a window of
+    them and diagnose it like `advisor analyze`.
 
-@click.command("profile")
-def command() -> int:
-    """Not available yet."""
-    raise AdvisorError("advisor profile is not available in this build")
+    The script is not modified: steps are cut at optimizer.step(), phases (data, forward,
+    loss, backward, optimizer) come from hooks, all marked with NVTX. Its output, exit code
+    and traceback are its own; advisor's summary goes to stderr. `advisor profile torchrun
+    ... SCRIPT` profiles every rank.
+    """
+    from advisor.capture.runner import ProfileOptions, profile
+    from advisor.capture.script import Target
+
+    opts = ProfileOptions(wait=wait, steps=steps, out=out, json_out=json_out, html_out=html_out,
+                          nsys=nsys, quiet=quiet, nsys_child=nsys_child)
+    return profile(opts, Target(script, module=module), list(script_args))

@@ -50,7 +50,21 @@ class RuleContext:
 
     @cached_property
     def _template(self) -> Simulation | None:
-        return Simulation(self.graph, self.steps) if self.steps else None
+        if not self.steps:
+            return None
+        sim = Simulation(self.graph, self.steps)
+        sim.remove_profiler_overhead()
+        return sim
+
+    @cached_property
+    def observed(self) -> Replay:
+        """The replay of the trace as recorded, profiler overhead included."""
+        return Simulation(self.graph, self.steps).run()
+
+    @cached_property
+    def profiler_overhead_ns(self) -> float:
+        """Estimated host time per step that the tracing profiler itself added (median)."""
+        return max(0.0, self.observed.median_ns - self.baseline.median_ns)
 
     def simulation(self) -> Simulation:
         if self._template is None:
@@ -66,16 +80,28 @@ class RuleContext:
         """The observed mean step time of the analysed steps."""
         return statistics.fmean(s.time_ns for s in self.steps) if self.steps else 0.0
 
+    @cached_property
+    def median_step_ns(self) -> float:
+        return float(statistics.median(s.time_ns for s in self.steps)) if self.steps else 0.0
+
     def replay(self, effects: Sequence[Effect]) -> Replay:
         sim = self.simulation()
         for e in sorted(effects, key=lambda e: e.order):
             e.apply(sim)
         return sim.run()
 
-    def speedup(self, effects: Sequence[Effect]) -> float:
-        base = self.baseline.mean_ns
-        after = self.replay(effects).mean_ns
-        return base / after if after > 0 else 1.0
+    def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
+        """Step time before / after, both replayed without the profiler's host overhead.
+
+        ``basis`` "median" is robust to the odd slow step a profiler causes; "mean" counts
+        jitter, for fixes that remove it.
+        """
+        after = self.replay(effects)
+        if basis == "mean":
+            base, new = self.baseline.mean_ns, after.mean_ns
+        else:
+            base, new = self.baseline.median_ns, after.median_ns
+        return base / new if new > 0 else 1.0
 
     def finding(
         self,
@@ -89,21 +115,24 @@ class RuleContext:
         confidence: Confidence,
         low_effects: Sequence[Effect] | None = None,
         high_effects: Sequence[Effect] | None = None,
+        basis: str = "median",
     ) -> Finding:
         """A finding whose estimate is the replay of the steps with ``effects`` applied;
         ``low_effects``/``high_effects`` are the pessimistic and optimistic variants."""
-        speedup = self.speedup(effects)
-        low = self.speedup(low_effects) if low_effects is not None else speedup
-        high = self.speedup(high_effects) if high_effects is not None else speedup
+        speedup = self.speedup(effects, basis)
+        low = self.speedup(low_effects, basis) if low_effects is not None else speedup
+        high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
+        step_ns = self.step_ns if basis == "mean" else self.median_step_ns
         estimate = Estimate(
-            step_ns=self.step_ns,
-            predicted_step_ns=self.step_ns / speedup,
+            step_ns=step_ns,
+            predicted_step_ns=step_ns / speedup,
             speedup=speedup,
             low=low,
             high=high,
             model=model,
             assumptions=tuple(assumptions),
+            basis=basis,
         )
         return Finding(
             rule=rule.name,

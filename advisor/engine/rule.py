@@ -102,9 +102,10 @@ class Fix:
 class Estimate:
     """The step after the fix, from the what-if model.
 
-    ``speedup`` is step time / predicted step time over the analysed steady-state steps
-    (mean step, so that jitter counts); ``low``/``high`` bound it under the model's stated
-    assumptions.
+    ``speedup`` is step time / predicted step time over the analysed steady-state steps (the
+    median step, or the mean where the finding is about jitter, see ``basis``), both replayed
+    without the tracing profiler's host overhead; ``low``/``high`` bound it under the model's
+    stated assumptions.
     """
 
     step_ns: float
@@ -114,6 +115,7 @@ class Estimate:
     high: float
     model: str
     assumptions: tuple[str, ...]
+    basis: str = "median"  # which step statistic: "median", or "mean" where jitter is the point
 
     @property
     def saved_ns_per_step(self) -> float:

@@ -23,6 +23,7 @@ class RuleResults:
     steps_analysed: int
     baseline_error: float | None = None  # |replay - observed| / observed of the unmodified model
     below_threshold: list[Finding] = field(default_factory=list)
+    profiler_overhead_ns: float | None = None  # host time per step the profiler itself added
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:
@@ -61,21 +62,27 @@ def run_rules(
     findings.sort(key=lambda f: -f.estimate.speedup)
     combined = None
     baseline_error = None
+    profiler_overhead = None
     if ctx.steps and graph.has_gpu_work:
-        base = ctx.baseline.mean_ns
+        base = ctx.observed.mean_ns
         baseline_error = abs(base - ctx.step_ns) / ctx.step_ns if ctx.step_ns else None
+        profiler_overhead = ctx.profiler_overhead_ns
     if findings:
         effects: list[Effect] = [e for f in findings for e in f.effects]
-        speedup = ctx.speedup(effects)
+        basis = "mean" if any(f.estimate.basis == "mean" for f in findings) else "median"
+        speedup = ctx.speedup(effects, basis)
+        step_ns = ctx.step_ns if basis == "mean" else ctx.median_step_ns
         lows = [f.estimate.low / f.estimate.speedup for f in findings]
         highs = [f.estimate.high / f.estimate.speedup for f in findings]
         combined = Estimate(
-            step_ns=ctx.step_ns,
-            predicted_step_ns=ctx.step_ns / speedup,
+            step_ns=step_ns,
+            predicted_step_ns=step_ns / speedup,
             speedup=speedup,
             low=max(1.0, speedup * min(lows)),
             high=speedup * max(highs),
             model="all findings' effects applied together in one replay of the analysed steps",
             assumptions=("fixes do not interact beyond what the replay models",),
+            basis=basis,
         )
-    return RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak)
+    return RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
+                       profiler_overhead)

@@ -35,6 +35,11 @@ def render(analysis: Analysis, console: Console) -> None:
             f"{len(s.steps)} analysed. Step time: median [bold]{_ms(s.median_step_ns)}[/], "
             f"mean {_ms(s.mean_step_ns)}; GPU busy {busy:.0%}"
         )
+        overhead = r.profiler_overhead_ns or 0.0
+        if overhead > 0.05 * s.median_step_ns:
+            console.print(f"[dim]The profiler added about {_ms(overhead)} of host time per step; "
+                          f"unprofiled, the median step would take about "
+                          f"{_ms(s.median_step_ns - overhead)}. Estimates leave it out.[/]")
         phases = s.phase_medians_ns()
         if phases:
             t = Table(title="Phases (median, GPU-projected)", title_justify="left")

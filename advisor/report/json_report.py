@@ -15,6 +15,7 @@ from typing import Any
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
 from advisor.errors import OutputError
+from advisor.gate.metrics import step_metrics
 
 SCHEMA_VERSION = "1.0"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -71,6 +72,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
     info = g.info
     combined = r.combined
     steady_times = [b.time_ns for b in s.steps]
+    gm = step_metrics(analysis)
     return {
         "schema_version": SCHEMA_VERSION,
         "advisor_version": advisor_version(),
@@ -105,6 +107,11 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "gpu_idle_ms": _ms(s.median_step_ns - s.median_busy_ns) if s.steps else None,
             "idle_causes_ms": {k: _ms(v) for k, v in s.idle_cause_medians_ns().items()},
             "phases": {k: _ms(v) for k, v in s.phase_medians_ns().items()},
+            # For `advisor gate` (optional keys, added in 1.0): see advisor/gate/metrics.py.
+            "steady_times_ms": [_ms(t) for t in gm.steady_times_ns],
+            "gpu_busy_times_ms": [_ms(t) for t in gm.gpu_busy_ns],
+            "counts_per_step": {k: round(v, 3) for k, v in gm.counts.items()},
+            "launch_interval_ms": {k: round(v / 1e6, 6) for k, v in gm.launch_interval_ns.items()},
         },
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
@@ -113,14 +120,27 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
                  "ms_per_step": _ms(k.total_ns)}
                 for k in s.top_kernels
             ],
+            "all": [
+                {"name": k.name, "category": k.category, "count_per_step": round(k.count_per_step, 3),
+                 "ms_per_step": round(k.ns_per_step / 1e6, 6)}
+                for k in gm.kernels
+            ],
         },
         "findings": [_finding(f, categories.get(f.rule, "")) for f in r.findings],
         "skipped": [{"rule": x.rule, "reason": x.reason} for x in r.skipped],
+        "below_threshold": [
+            {"rule": f.rule, "code": f.code, "estimated_speedup": round(f.estimate.speedup, 4),
+             "saved_ms_per_step": _ms(f.estimate.saved_ns_per_step)}
+            for f in r.below_threshold
+        ],
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
         "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else (
             _ms(s.mean_step_ns) if s.steps else None),
         "model_check": {
             "replay_error": None if r.baseline_error is None else round(r.baseline_error, 4),
+            # Host time per step the tracing profiler itself added (estimated); speedups are
+            # computed with it removed from both sides.
+            "profiler_overhead_ms": _ms(r.profiler_overhead_ns),
         },
     }
 

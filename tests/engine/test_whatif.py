@@ -28,7 +28,13 @@ def ctx(request) -> RuleContext:
 
 def test_unmodified_replay_reproduces_the_observed_steps(ctx: RuleContext):
     observed = ctx.step_ns
-    assert abs(ctx.baseline.mean_ns - observed) / observed < 0.03
+    assert abs(ctx.observed.mean_ns - observed) / observed < 0.03
+
+
+def test_removing_profiler_overhead_only_shortens_the_host_side(ctx: RuleContext):
+    assert ctx.baseline.median_ns <= ctx.observed.median_ns * 1.0001
+    busy = sum(o.duration_ns for o in steps_ops(ctx.graph, ctx.steps)) / len(ctx.steps)
+    assert ctx.baseline.median_ns >= 0.5 * busy
 
 
 def test_removing_gpu_work_never_makes_the_step_slower(ctx: RuleContext):

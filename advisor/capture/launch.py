@@ -1,0 +1,60 @@
+"""Multi-process jobs: `advisor profile torchrun [TORCHRUN OPTIONS] SCRIPT ARGS`.
+
+torchrun stays the launcher; each worker it starts runs ``python -m advisor.capture [advisor
+options] SCRIPT ARGS`` instead of ``python SCRIPT ARGS``, so every rank records its own window
+(``trace_rank<R>.json.gz``) and writes its own analysis (``analysis_rank<R>.json``); rank 0
+prints the summary. Launchers that start ``advisor profile`` themselves (``torchrun --no-python
+advisor profile ...``, ``mpirun``, ``srun``) need nothing from here: the rank comes from the
+environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from advisor.errors import CaptureError
+
+TORCHRUN_NAMES = ("torchrun",)
+TORCHRUN_MODULES = ("torch.distributed.run",)
+
+
+def is_torchrun(name: str, module: bool = False) -> bool:
+    if module:
+        return name in TORCHRUN_MODULES
+    return os.path.basename(name) in TORCHRUN_NAMES
+
+
+def worker_command(opts, launcher_args: list[str]) -> list[str]:
+    """The torchrun command line with advisor between each worker and its script."""
+    from torch.distributed.run import get_args_parser
+
+    try:
+        ns = get_args_parser().parse_args(launcher_args)
+    except SystemExit as e:  # argparse already printed the usage error
+        raise CaptureError("torchrun could not parse its arguments (see above)") from e
+    if ns.no_python:
+        raise CaptureError("advisor profile torchrun: --no-python runs no Python script to "
+                           "profile; use `torchrun --no-python advisor profile ...` instead")
+    script, rest = ns.training_script, list(ns.training_script_args)
+    cut = len(launcher_args) - len(rest) - 1
+    if cut < 0 or launcher_args[cut] != script:
+        raise CaptureError("advisor profile torchrun: cannot tell torchrun's options from the "
+                           "script's; put the script after all torchrun options")
+    own = [a for a in launcher_args[:cut] if a not in ("-m", "--module")]
+    target = ["-m", script] if ns.module else [script]
+    return [sys.executable, "-m", "torch.distributed.run", *own, "--module", "advisor.capture",
+            *opts.cli_args(), *target, *rest]
+
+
+def torchrun(opts, launcher_args: list[str]) -> int:
+    cmd = worker_command(opts, launcher_args)
+    code = subprocess.call(cmd)
+    if not opts.quiet:
+        traces = sorted(p.name for p in opts.out.glob("trace_rank*.json.gz"))
+        traces += sorted(p.name for p in opts.out.glob("nsys_rank*.sqlite"))
+        if traces:
+            print(f"advisor: per-rank traces in {opts.out}: {', '.join(traces)}; analyses: "
+                  "analysis_rank<R>.json", file=sys.stderr)
+    return code

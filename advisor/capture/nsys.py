@@ -1,0 +1,85 @@
+"""`advisor profile --nsys`: the same window, recorded by Nsight Systems instead of torch.profiler.
+
+The script runs in a child (``python -m advisor.capture --nsys-child ...``) under ``nsys profile
+--capture-range=cudaProfilerApi``; the child marks steps and phases with NVTX and calls
+cudaProfilerStart/Stop at the window's edges, then writes a status file (exit code, steps that
+completed). This process exports the report to SQLite and analyses that.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from advisor.errors import CaptureError
+
+PROFILE_FLAGS = (
+    "-t", "cuda,nvtx,osrt,cublas,cudnn",
+    "--sample=none", "--cpuctxsw=none",  # not every kernel lets nsys sample; tracing is enough
+    "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
+)
+
+
+def find_nsys() -> str:
+    path = shutil.which("nsys")
+    if path is None:
+        raise CaptureError("--nsys needs Nsight Systems (nsys) on PATH; install it (it also "
+                           "ships inside Nsight Compute and the CUDA toolkit) or drop --nsys to "
+                           "record with torch.profiler")
+    return path
+
+
+def profile_command(nsys: str, base: Path, child: list[str]) -> list[str]:
+    return [nsys, "profile", *PROFILE_FLAGS, "-o", str(base), "-f", "true", *child]
+
+
+def child_command(opts, target, args: list[str]) -> list[str]:
+    own = ["--nsys-child", "--wait", str(opts.wait), "--steps", str(opts.steps),
+           "--out", str(opts.out)]
+    if opts.quiet:
+        own.append("--quiet")
+    tgt = ["-m", target.name] if target.module else [target.name]
+    return [sys.executable, "-m", "advisor.capture", *own, *tgt, *args]
+
+
+def profile(opts, target, args: list[str], rank) -> int:
+    from advisor.capture import runner
+
+    nsys = find_nsys()
+    import torch
+
+    if not torch.cuda.is_available():
+        raise CaptureError("--nsys records the window with the CUDA profiler API and needs a "
+                           "CUDA GPU; without one, drop --nsys (torch.profiler records CPU traces)")
+    base = opts.out / f"nsys_{rank.tag}"
+    rep, sqlite = base.with_suffix(".nsys-rep"), base.with_suffix(".sqlite")
+    status_path = opts.out / runner.STATUS_NAME.format(rank=rank.rank)
+    for stale in (rep, sqlite, status_path):
+        stale.unlink(missing_ok=True)
+    rc = subprocess.call(profile_command(nsys, base, child_command(opts, target, args)))
+    try:
+        status = json.loads(status_path.read_text())
+    except (OSError, ValueError):
+        status = None
+    if status is None:
+        raise CaptureError(f"the script did not run under nsys (nsys exited with {rc}); "
+                           "see its messages above")
+    code = int(status["exit_code"])
+    if not rep.exists():
+        msg = runner.why_nothing(opts, status["complete"], status["explicit"],
+                                 status["optimizer_steps"], status["skipped_reason"], None)
+        if not status["window_started"] or not status["recorded"]:
+            if code != 0:
+                print(f"advisor: {msg}", file=sys.stderr)
+                return code
+            raise CaptureError(msg)
+        raise CaptureError(f"nsys wrote no report ({rep}); see its messages above")
+    done = subprocess.run([nsys, "export", "--type", "sqlite", "-o", str(sqlite), "-f", "true",
+                           str(rep)], capture_output=True, text=True)
+    if done.returncode != 0 or not sqlite.exists():
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        raise CaptureError(f"nsys export failed for {rep}: {' / '.join(tail)}")
+    return runner.report(opts, rank, sqlite, code, status["recorded"], status["complete"])

@@ -1,0 +1,229 @@
+"""`advisor profile`: run the script with the session installed, then analyse what it recorded."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from advisor.capture.script import Target
+from advisor.errors import AdvisorError, CaptureError
+
+STATUS_NAME = "capture_rank{rank}.json"
+
+
+@dataclass
+class ProfileOptions:
+    wait: int = 5
+    steps: int = 10
+    out: Path = Path("advisor-out")
+    json_out: Path | None = None
+    html_out: Path | None = None
+    nsys: bool = False
+    quiet: bool = False
+    nsys_child: bool = False  # internal: running under `nsys profile` started by the parent
+    extra_notes: list[str] = field(default_factory=list)
+
+    def cli_args(self) -> list[str]:
+        """These options as `advisor profile` arguments (for the processes we start)."""
+        args = ["--wait", str(self.wait), "--steps", str(self.steps), "--out", str(self.out)]
+        if self.json_out:
+            args += ["--json", str(self.json_out)]
+        if self.html_out:
+            args += ["--html", str(self.html_out)]
+        if self.nsys:
+            args.append("--nsys")
+        if self.quiet:
+            args.append("--quiet")
+        return args
+
+
+@dataclass(frozen=True)
+class Rank:
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def tag(self) -> str:
+        return f"rank{self.rank}"
+
+    @property
+    def prints(self) -> bool:
+        """Only rank 0 of a multi-process job talks on the console."""
+        return self.rank == 0
+
+
+_RANK_VARS = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+              ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
+
+
+def detect_rank(env: Mapping[str, str] | None = None) -> Rank:
+    """This process's rank from the launcher's environment (torchrun, Open MPI, PMI, Slurm)."""
+    env = os.environ if env is None else env
+    for rank_var, size_var in _RANK_VARS:
+        if rank_var in env:
+            try:
+                return Rank(int(env[rank_var]), int(env.get(size_var, "1") or 1))
+            except ValueError:
+                continue
+    return Rank()
+
+
+def import_torch() -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError as e:
+        raise CaptureError("advisor profile needs PyTorch in this Python environment "
+                           f"({sys.executable}): pip install 'advisor[profile]'") from e
+
+
+def check_outputs(opts: ProfileOptions) -> None:
+    """Fail before the job runs when a report could not be written anyway."""
+    if opts.html_out is not None:
+        import importlib.util
+
+        if importlib.util.find_spec("advisor.report.html_report") is None:
+            raise CaptureError("--html: this build of advisor has no HTML report yet; use --json")
+    if opts.wait < 0 or opts.steps < 1:
+        raise CaptureError("--wait must be >= 0 and --steps >= 1")
+    try:
+        os.makedirs(opts.out, exist_ok=True)
+    except OSError as e:
+        raise CaptureError(f"--out {opts.out}: cannot create ({e.strerror})") from e
+
+
+def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
+    """Run the target under advisor; the return value is the script's exit code."""
+    from advisor.capture import launch
+
+    if launch.is_torchrun(target.name, target.module):
+        import_torch()
+        check_outputs(opts)
+        return launch.torchrun(opts, args)
+    target.check()
+    import_torch()
+    check_outputs(opts)
+    rank = detect_rank()
+    if opts.nsys and not opts.nsys_child:
+        from advisor.capture import nsys
+
+        return nsys.profile(opts, target, args, rank)
+    return run_here(opts, target, args, rank)
+
+
+def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) -> int:
+    from advisor.capture import script, session
+    from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
+
+    trace = opts.out / f"trace_{rank.tag}.json.gz"
+    recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace)
+    talk = not opts.quiet and rank.prints
+    sess = session.Session(session.WindowPlan(opts.wait, opts.steps), recorder,
+                           progress=session.progress_to_stderr if talk else None)
+    sess.install()
+    session.activate(sess)
+    try:
+        code = script.run(target, args)
+    finally:
+        try:
+            sess.finish()
+        finally:
+            session.activate(None)
+    state = sess.state
+    if opts.nsys_child:
+        write_status(opts.out, rank, code, state)
+        return code
+    if not recorder.written:
+        return _nothing_recorded(opts, state, code, recorder.error)
+    return report(opts, rank, trace, code, state.recorded, state.complete)
+
+
+def write_status(out: Path, rank: Rank, code: int, state) -> None:
+    status = {"exit_code": code, "rank": rank.rank, "world": rank.world, **asdict(state)}
+    (out / STATUS_NAME.format(rank=rank.rank)).write_text(json.dumps(status, indent=1))
+
+
+def why_nothing(opts: ProfileOptions, complete: list[int], explicit: bool, optimizer_steps: int,
+                skipped: str | None, error: str | None) -> str:
+    if error or skipped:
+        return f"nothing was recorded: {error or skipped}"
+    if not complete and not optimizer_steps and not explicit:
+        return ("no training steps found: the script never called optimizer.step() of a "
+                "torch.optim optimizer; mark its loop with advisor.capture.step()")
+    n = len(complete)
+    return (f"the script ran {n} complete step{'s' if n != 1 else ''}, fewer than the "
+            f"{opts.wait + 1} needed to reach the recorded window (--wait {opts.wait}); "
+            "lower --wait or run more steps")
+
+
+def _nothing_recorded(opts: ProfileOptions, state, code: int, error: str | None) -> int:
+    msg = why_nothing(opts, state.complete, state.explicit, state.optimizer_steps,
+                      state.skipped_reason, error)
+    if code != 0:
+        print(f"advisor: {msg}", file=sys.stderr)
+        return code
+    raise CaptureError(msg)
+
+
+def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: list[int],
+           complete: list[int]) -> int:
+    """Analyse the recorded steps and render them like `advisor analyze`."""
+    talk = not opts.quiet and rank.prints
+    if not recorded:
+        msg = "the recorded window holds no complete step"
+        if code != 0:
+            print(f"advisor: {msg} (the script exited with {code})", file=sys.stderr)
+            return code
+        raise CaptureError(msg)
+    try:
+        analysis = analyze_recorded(trace, recorded)
+        render(analysis, opts, rank, talk)
+    except AdvisorError as e:
+        if code == 0:
+            raise
+        print(f"advisor: error: {e}", file=sys.stderr)
+        return code
+    if talk:
+        print(f"advisor: trace {trace}; {len(recorded)} steps recorded"
+              + (f"; the script exited with {code}" if code else ""), file=sys.stderr)
+    return code
+
+
+def analyze_recorded(trace: Path, recorded: list[int]):
+    """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window."""
+    from advisor.analysis import analyze_graph
+    from advisor.graph.steps import step_number
+    from advisor.ingest.base import LoadOptions, load_trace
+
+    graph = load_trace(trace, LoadOptions(max_steps=max(LoadOptions.max_steps, len(recorded))))
+    keep = set(recorded)
+    kept = [s for s in graph.steps
+            if "launch pattern" in s.name or step_number(s.name) in keep
+            or step_number(s.name) is None]
+    if len(kept) != len(graph.steps):
+        graph.steps = kept
+        if "steps" in graph.info.totals:
+            graph.info.totals["steps"] = len(kept)
+    return analyze_graph(graph)
+
+
+def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
+    from advisor.capture.window import rank_suffixed
+    from advisor.commands.analyze import emit
+
+    json_out = rank_suffixed(opts.json_out, rank.rank, rank.world) if opts.json_out else None
+    html_out = rank_suffixed(opts.html_out, rank.rank, rank.world) if opts.html_out else None
+    emit(analysis, json_out, html_out, quiet=True)
+    from advisor.report.json_report import write_json
+
+    write_json(analysis, opts.out / f"analysis_{rank.tag}.json")
+    if talk:
+        from rich.console import Console
+
+        from advisor.report import console as console_report
+
+        # The script owns stdout: advisor's summary goes to stderr.
+        console_report.render(analysis, Console(stderr=True, highlight=False))

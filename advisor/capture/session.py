@@ -1,0 +1,417 @@
+"""Finds the training steps of an unmodified script and marks them and their phases.
+
+A step runs from the end of one ``optimizer.step()`` to the end of the next (global optimizer
+step hooks). Inside it, on the thread that runs the loop:
+
+- ``data``: a DataLoader iterator's ``__next__``;
+- ``forward``: the outermost module call (global module hooks find which modules are called at
+  the top; after the first step only those keep hooks, so the other modules' calls stay on
+  PyTorch's no-hook fast path);
+- ``loss``: from the end of forward to the start of backward (loss modules called at the top
+  stay in it);
+- ``backward``: ``torch.autograd.backward`` (which ``Tensor.backward`` calls);
+- ``optimizer``: from the end of backward to the end of ``optimizer.step()`` (gradient
+  clipping and unscaling included).
+
+With several optimizers the step ends at the last one of the cycle they repeat in. Loops these
+hooks cannot see use `advisor.capture.step` / `advisor.capture.phase`; once ``step`` is used,
+the optimizer hooks stop cutting steps.
+
+Outside the recorded window every hook is a few attribute checks and an NVTX call that returns
+at once without a tool attached.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.capture.marks import Marker, nvtx_backend
+
+DISCOVERY_STEPS = 3
+"""Steps during which global module hooks look for the top-level modules before giving up."""
+
+
+@dataclass
+class WindowPlan:
+    wait: int = 5  # steps before the recorded window
+    steps: int = 10  # steps recorded
+
+
+@dataclass
+class CaptureState:
+    """What the session saw; written to the status file and used to pick what to analyse."""
+
+    complete: list[int] = field(default_factory=list)  # indices of steps that ran to their end
+    recorded: list[int] = field(default_factory=list)  # complete steps inside the window
+    incomplete: list[str] = field(default_factory=list)  # recorded step ranges that did not end
+    window_started: bool = False
+    window_done: bool = False
+    skipped_reason: str | None = None  # why the window was not recorded
+    explicit: bool = False  # steps came from advisor.capture.step()
+    optimizers: int = 0  # distinct optimizers in the step cycle, once known
+    optimizer_steps: int = 0
+    top_modules: list[str] = field(default_factory=list)
+
+
+class Session:
+    def __init__(self, plan: WindowPlan | None, recorder: Any = None, *,
+                 progress: Callable[[str], None] | None = None, nvtx: str = "auto") -> None:
+        import torch
+
+        self._torch = torch
+        self.plan = plan or WindowPlan()
+        self.recorder = recorder
+        self.state = CaptureState()
+        self.marker = Marker(nvtx_backend(nvtx))
+        self._progress = progress or (lambda msg: None)
+        self.tid = threading.main_thread().ident
+        self.recording = False  # record_function marks go into the trace
+        self.window_open = False
+        self.follow_profiler = recorder is None  # standalone API: mark when any profiler runs
+
+        self.index = -1  # the open step, -1 when none
+        self._next = 0
+        self._step_mark: tuple[Any, Any] | None = None
+        self._step_recorded = False
+        self.phase: str | None = None
+        self._phase_mark: tuple[Any, Any] | None = None
+        self._explicit_phases: list[tuple[Any, Any]] = []
+        self.depth = 0  # calls of hooked modules on the loop thread
+        self.in_backward = False
+        self.in_data = False
+        self.opt_depth = 0
+        self._cycle: list[int] = []
+        self._boundary: int | None = None  # id() of the optimizer whose step ends a step
+        self._discovering = True
+        self._discovery_left = DISCOVERY_STEPS
+        self._top: dict[int, Any] = {}  # id -> module, top-level modules seen while discovering
+        self._handles: list[Any] = []
+        self._module_handles: list[Any] = []
+        self._undo: list[Callable[[], None]] = []
+        self._loss_type: type = torch.nn.modules.loss._Loss
+        self.installed = False
+
+    # ----- marks -----------------------------------------------------------------------------
+
+    def _profiling(self) -> bool:
+        if self.follow_profiler:
+            import torch.autograd.profiler as autograd_profiler
+
+            return bool(autograd_profiler._is_profiler_enabled)
+        return self.recording
+
+    def set_phase(self, name: str | None) -> None:
+        if self._phase_mark is not None:
+            self.marker.close(self._phase_mark)
+            self._phase_mark = None
+        self.phase = name
+        if name is not None:
+            rf = self._profiling() if self.follow_profiler else self.recording
+            self._phase_mark = self.marker.open(name, "phase", rf)
+
+    def _begin_step(self) -> None:
+        n = self._next
+        self._next += 1
+        plan, rec, st = self.plan, self.recorder, self.state
+        if rec is not None and not st.window_started:
+            if n == plan.wait - 1:
+                self._guarded(rec.prepare)
+            if n == plan.wait:
+                self._start_window()
+        self.index = n
+        self._step_recorded = self.window_open
+        self._step_mark = self.marker.open(f"step {n}", "step", self._profiling())
+
+    def _end_step(self, complete: bool) -> None:
+        if self.index < 0:
+            return
+        self.set_phase(None)
+        n = self.index
+        if complete:
+            self.marker.close(self._step_mark)
+            self.state.complete.append(n)
+            if self._step_recorded:
+                self.state.recorded.append(n)
+        else:
+            # A step that never ended: close its profiler range (renamed in the trace) and
+            # leave the NVTX range open, so no reader takes it for a whole step.
+            self.marker.close(self._step_mark, nvtx=False)
+            if self._step_recorded:
+                self.state.incomplete.append(f"step {n}")
+        self._step_mark = None
+        self.index = -1
+        if self.window_open and n + 1 >= self.plan.wait + self.plan.steps:
+            self._stop_window()
+
+    def _start_window(self) -> None:
+        rec, st, plan = self.recorder, self.state, self.plan
+        if rec.busy():
+            st.window_done = True
+            st.skipped_reason = "the script runs its own torch.profiler"
+            self._progress("advisor: the script runs its own torch.profiler: nothing recorded")
+            return
+        st.window_started = True
+        if not self._guarded(rec.start):
+            st.window_done = True
+            return
+        self.window_open = True
+        self.recording = rec.marks_profiler
+        self._progress(f"advisor: recording steps {plan.wait}-{plan.wait + plan.steps - 1} "
+                       f"({rec.kind})")
+
+    def _stop_window(self) -> None:
+        self.recording = False
+        self.window_open = False
+        self.state.window_done = True
+        ok = self._guarded(lambda: self.recorder.stop(list(self.state.incomplete)))
+        if ok:
+            where = getattr(self.recorder, "trace_path", None)
+            self._progress(f"advisor: {len(self.state.recorded)} steps recorded"
+                           + (f" to {where}" if where and self.recorder.written else "")
+                           + "; the job runs on unprofiled")
+
+    def _guarded(self, fn: Callable[[], None]) -> bool:
+        """Run a recorder action; a failure is reported, never raised into the script."""
+        try:
+            fn()
+            return True
+        except Exception as e:  # the user's job must go on even if tracing breaks
+            self.state.skipped_reason = f"{type(e).__name__}: {e}"
+            if self.recorder is not None:
+                self.recorder.error = self.state.skipped_reason
+            self._progress(f"advisor: tracing failed ({self.state.skipped_reason}); "
+                           "the job goes on unprofiled")
+            self.recording = False
+            self.window_open = False
+            return False
+
+    def _capturing(self) -> bool:
+        cuda = self._torch.cuda
+        return cuda.is_initialized() and cuda.is_current_stream_capturing()
+
+    def boundary(self) -> None:
+        """The end of one step and the start of the next."""
+        if self._capturing():
+            return  # a CUDA graph is being captured: its replays run no hooks anyway
+        self._end_step(complete=True)
+        if self._discovering:
+            self._discovery_left -= 1
+            if self._top or self._discovery_left <= 0:
+                self._end_discovery()
+        self._begin_step()
+
+    # ----- explicit API ----------------------------------------------------------------------
+
+    def explicit_step_enter(self) -> None:
+        if not self.state.explicit:
+            self.state.explicit = True
+            if self.index >= 0:  # an optimizer-cut step was open: it is not a whole step
+                self._end_step(complete=False)
+        self._end_step(complete=True)  # unbalanced use: the previous step ends here
+        self._begin_step()
+
+    def explicit_step_exit(self, complete: bool) -> None:
+        if self.state.explicit and self._discovering:
+            self._discovery_left -= 1
+            if self._top or self._discovery_left <= 0:
+                self._end_discovery()
+        self._end_step(complete)
+
+    def explicit_phase_enter(self, name: str) -> None:
+        if not self._explicit_phases:
+            self.set_phase(None)
+        self._explicit_phases.append(self.marker.open(name, "phase", self._profiling()))
+
+    def explicit_phase_exit(self) -> None:
+        if self._explicit_phases:
+            self.marker.close(self._explicit_phases.pop())
+
+    # ----- hooks -----------------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Install the hooks; `uninstall` restores everything."""
+        torch = self._torch
+        from torch.nn.modules import module as module_mod
+        from torch.optim import optimizer as optimizer_mod
+        from torch.utils.data import dataloader as dataloader_mod
+
+        get_ident = threading.get_ident
+        is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)  # torch < 2.3
+        s = self
+        loss_type = self._loss_type
+
+        def opt_pre(opt, args, kwargs):
+            if get_ident() != s.tid:
+                return None
+            s.opt_depth += 1
+            if s.opt_depth == 1 and not s._explicit_phases and s.phase != "optimizer":
+                s.set_phase("optimizer")
+            return None
+
+        def opt_post(opt, args, kwargs):
+            if get_ident() != s.tid:
+                return
+            s.opt_depth -= 1
+            if s.opt_depth:
+                return
+            s.state.optimizer_steps += 1
+            if s.phase == "optimizer":
+                s.set_phase(None)
+            if not s.state.explicit and s._is_boundary(opt):
+                s.boundary()
+
+        def module_pre(module, args):
+            if is_compiling() or get_ident() != s.tid:
+                return None
+            s.depth += 1
+            if s.depth == 1 and not (s.in_backward or s.opt_depth or s.in_data
+                                     or s._explicit_phases):
+                if isinstance(module, loss_type):
+                    if s.phase != "loss":
+                        s.set_phase("loss")
+                else:
+                    if s._discovering:
+                        s._top[id(module)] = module
+                    s.set_phase("forward")
+            return None
+
+        def module_post(module, args, output):
+            if is_compiling() or get_ident() != s.tid:
+                return None
+            s.depth -= 1
+            if s.depth == 0 and s.phase == "forward":
+                s.set_phase("loss")
+            return None
+
+        self._module_pre, self._module_post = module_pre, module_post
+        self._handles += [
+            optimizer_mod.register_optimizer_step_pre_hook(opt_pre),
+            optimizer_mod.register_optimizer_step_post_hook(opt_post),
+            module_mod.register_module_forward_pre_hook(module_pre),
+            module_mod.register_module_forward_hook(module_post, always_call=True),
+        ]
+
+        base_iter = dataloader_mod._BaseDataLoaderIter
+        orig_next = base_iter.__next__
+
+        def __next__(it):
+            if s.in_data or get_ident() != s.tid or s._explicit_phases:
+                return orig_next(it)
+            s.in_data = True
+            s.set_phase("data")
+            try:
+                return orig_next(it)
+            finally:
+                s.in_data = False
+                if s.phase == "data":
+                    s.set_phase(None)
+
+        __next__.__wrapped__ = orig_next  # type: ignore[attr-defined]
+        base_iter.__next__ = __next__
+        self._undo.append(lambda: setattr(base_iter, "__next__", orig_next))
+
+        autograd = torch.autograd
+        orig_backward = autograd.backward
+
+        def backward(*args, **kwargs):
+            if s.in_backward or get_ident() != s.tid:
+                return orig_backward(*args, **kwargs)
+            s.in_backward = True
+            auto = not s._explicit_phases
+            if auto:
+                s.set_phase("backward")
+            try:
+                return orig_backward(*args, **kwargs)
+            finally:
+                s.in_backward = False
+                if auto and s.phase == "backward":
+                    # What follows backward (clipping, unscaling) belongs to the update; with
+                    # gradient accumulation the next data or forward closes it at once.
+                    s.set_phase("optimizer")
+
+        backward.__wrapped__ = orig_backward  # type: ignore[attr-defined]
+        backward.__doc__ = orig_backward.__doc__
+        autograd.backward = backward
+        self._undo.append(lambda: setattr(autograd, "backward", orig_backward))
+        self.installed = True
+
+    def _is_boundary(self, opt: Any) -> bool:
+        """Whether this optimizer's step ends a training step (the cycle's last optimizer)."""
+        key = id(opt)
+        if self._boundary is not None:
+            return key == self._boundary
+        if key in self._cycle:  # the cycle repeats: its last optimizer ends each step
+            self._boundary = self._cycle[-1]
+            self.state.optimizers = len(self._cycle)
+            return key == self._boundary
+        self._cycle.append(key)
+        return True  # until the cycle is known, every new optimizer ends a step
+
+    def _end_discovery(self) -> None:
+        """Keep module hooks only on the top-level modules found (or none)."""
+        if self.depth:
+            return  # inside a module call: try again at the next boundary
+        self._discovering = False
+        for h in self._handles[2:]:
+            h.remove()
+        del self._handles[2:]
+        for module in self._top.values():
+            self._module_handles += [
+                module.register_forward_pre_hook(self._module_pre),
+                module.register_forward_hook(self._module_post, always_call=True),
+            ]
+            self.state.top_modules.append(type(module).__name__)
+        self._top = {}
+
+    def finish(self) -> None:
+        """The script ended (or raised): close what is open, stop the window, remove hooks."""
+        for mark in reversed(self._explicit_phases):
+            self.marker.close(mark)
+        self._explicit_phases.clear()
+        if self.index >= 0:
+            self._end_step(complete=False)
+        if self.window_open:
+            self._stop_window()
+        self.uninstall()
+
+    def uninstall(self) -> None:
+        for h in self._handles + self._module_handles:
+            h.remove()
+        self._handles.clear()
+        self._module_handles.clear()
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        self.installed = False
+
+
+_active: Session | None = None
+
+
+def active() -> Session | None:
+    return _active
+
+
+def activate(session: Session | None) -> None:
+    global _active
+    _active = session
+
+
+def standalone() -> Session:
+    """The session behind `advisor.capture.step` when the script runs outside `advisor profile`:
+    marks only (NVTX, and record_function while any torch.profiler records), no hooks."""
+    global _active
+    if _active is None:
+        _active = Session(None, None)
+    return _active
+
+
+def _write(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+progress_to_stderr = _write

@@ -1,0 +1,126 @@
+"""What records the window of steps: torch.profiler (Kineto), or Nsight Systems via the CUDA
+profiler API. Each is driven by the session at step boundaries: ``prepare`` one step before the
+window (tracer start-up lands in an unrecorded step), ``start`` and ``stop`` at the window's
+edges, ``finish`` once at the end (writes the trace)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+
+class KinetoRecorder:
+    """torch.profiler over the window; the trace is written gzipped as soon as the window ends."""
+
+    kind = "torch.profiler"
+    marks_profiler = True  # steps and phases also go into the trace as record_function ranges
+
+    def __init__(self, trace_path: Path) -> None:
+        self.trace_path = trace_path
+        self._prof = None
+        self._started = False
+        self.written = False
+        self.error: str | None = None
+
+    def _profiler(self):
+        if self._prof is None:
+            import torch
+            from torch.profiler import ProfilerActivity, _KinetoProfile
+
+            activities = [ProfilerActivity.CPU]
+            if torch.cuda.is_available():
+                activities.append(ProfilerActivity.CUDA)
+            self._prof = _KinetoProfile(activities=activities, record_shapes=True)
+        return self._prof
+
+    @staticmethod
+    def busy() -> bool:
+        """True when the script runs a torch.profiler of its own (two cannot run at once)."""
+        import torch.autograd.profiler as autograd_profiler
+
+        return bool(autograd_profiler._is_profiler_enabled)
+
+    def prepare(self) -> None:
+        self._profiler().prepare_trace()
+
+    def start(self) -> None:
+        prof = self._profiler()
+        if prof.profiler is None:
+            prof.prepare_trace()
+        prof.start_trace()
+        self._started = True
+
+    def stop(self, incomplete: list[str]) -> None:
+        """Stop recording and write the trace; ``incomplete`` names step ranges to disown."""
+        if not self._started:
+            return
+        self._started = False
+        self._prof.stop_trace()
+        raw = self.trace_path.with_suffix("")  # trace_rank0.json
+        self._prof.export_chrome_trace(str(raw))
+        self._prof = None
+        if incomplete:
+            _rename_ranges(raw, incomplete)
+        with raw.open("rb") as src, gzip.open(self.trace_path, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        raw.unlink()
+        self.written = True
+
+
+def _rename_ranges(path: Path, names: list[str]) -> None:
+    """Rename step ranges that did not complete, so no reader counts them as steps."""
+    data = path.read_bytes()
+    for name in names:
+        for sep in (b'": "', b'":"'):
+            old = b'"name' + sep + name.encode() + b'"'
+            data = data.replace(old, b'"name' + sep + name.encode() + b' (incomplete)"')
+    path.write_bytes(data)
+
+
+class CudaProfilerRecorder:
+    """cudaProfilerStart/Stop around the window, for `nsys profile --capture-range=cudaProfilerApi`."""
+
+    kind = "nsys"
+    marks_profiler = False
+
+    def __init__(self) -> None:
+        self._started = False
+        self.written = False
+        self.error: str | None = None
+
+    @staticmethod
+    def busy() -> bool:
+        return False
+
+    def prepare(self) -> None:
+        return None
+
+    def start(self) -> None:
+        import torch
+
+        torch.cuda.synchronize()  # the window starts with an empty GPU queue
+        torch.cuda.cudart().cudaProfilerStart()
+        self._started = True
+
+    def stop(self, incomplete: list[str]) -> None:
+        if not self._started:
+            return
+        import torch
+
+        torch.cuda.synchronize()  # the last step's GPU work lands inside the capture
+        torch.cuda.cudart().cudaProfilerStop()
+        self._started = False
+        self.written = True
+
+
+def rank_suffixed(path: Path, rank: int, world: int) -> Path:
+    """``report.json`` for rank 0 (or a single process), ``report.rank3.json`` for rank 3."""
+    if world <= 1 or rank == 0:
+        return path
+    return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
+
+
+def ensure_dir(path: Path) -> None:
+    os.makedirs(path, exist_ok=True)

@@ -1,0 +1,177 @@
+"""The gate's decision: may the candidate replace the baseline?
+
+Evidence, in order:
+
+1. Comparable runs (`workload`), else exit 2.
+2. Anti-patterns introduced: rule findings that are new or worse (`findings`), and counts that
+   show a rule's anti-pattern appearing (`signals`). Each fails on its own, however small the
+   step-time change, naming the rule, unless ``--allow``-ed.
+3. The step time (`timing`): slower beyond the threshold and the runs' noise fails, unless the
+   slowdown is host timing noise (`noise`). It names the rules implicated in it; it is allowed
+   only when all of those are, and there is at least one.
+4. Otherwise a step-time verdict that cannot be reached (too few steps, too noisy) is exit 2.
+
+The exit code is `GateResult.exit_code`, the only place it is decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from advisor.errors import ExitCode
+from advisor.gate.attribution import Attribution, attribute
+from advisor.gate.findings import FindingChange, compare_findings
+from advisor.gate.inputs import GateInput
+from advisor.gate.noise import HostNoise, host_noise
+from advisor.gate.signals import Signal, anti_pattern_signals
+from advisor.gate.timing import ALPHA, MIN_STEPS, Timing, compare_timing
+from advisor.gate.workload import check_comparable
+
+DEFAULT_THRESHOLD = 0.05
+
+
+@dataclass(frozen=True)
+class Policy:
+    threshold: float = DEFAULT_THRESHOLD  # a fraction: 0.05 is 5%
+    allow: frozenset[str] = frozenset()  # rule names or codes whose regressions are accepted
+    alpha: float = ALPHA
+    min_steps: int = MIN_STEPS
+
+    def allows(self, rule: str, code: str = "") -> bool:
+        return rule in self.allow or (bool(code) and code in self.allow)
+
+
+@dataclass(frozen=True)
+class Regression:
+    kind: str  # "step-time", "finding" or "anti-pattern"
+    summary: str  # one line: what regressed and by how much
+    rules: tuple[str, ...]  # the rules it names (may be empty for a step-time regression)
+    codes: tuple[str, ...]
+    allowed: bool
+
+
+@dataclass(frozen=True)
+class GateResult:
+    baseline: GateInput
+    candidate: GateInput
+    policy: Policy
+    timing: Timing
+    host_noise: HostNoise | None
+    findings: tuple[FindingChange, ...]
+    signals: tuple[Signal, ...]
+    attribution: Attribution
+    regressions: tuple[Regression, ...]
+    inconclusive: tuple[str, ...]  # why a verdict could not be reached
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def failures(self) -> tuple[Regression, ...]:
+        return tuple(r for r in self.regressions if not r.allowed)
+
+    @property
+    def status(self) -> str:
+        if self.failures:
+            return "fail"
+        if self.inconclusive:
+            return "inconclusive"
+        return "pass"
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return {"fail": ExitCode.GATE_FAILED, "inconclusive": ExitCode.BAD_INPUT,
+                "pass": ExitCode.OK}[self.status]
+
+
+def _rule_codes() -> dict[str, str]:
+    from advisor.engine.registry import load_rules
+
+    return {r.name: r.code for r in load_rules()}
+
+
+def _finding_regressions(changes: Iterable[FindingChange], policy: Policy) -> list[Regression]:
+    out = []
+    for f in changes:
+        if not f.regressed:
+            continue
+        cost = (f"costs {f.cand_saved_ms:.3f} ms/step" if f.status == "new" else
+                f"costs {f.base_saved_ms:.3f} -> {f.cand_saved_ms:.3f} ms/step")
+        speedup = f", est. {f.cand_speedup:.2f}x if fixed" if f.cand_speedup else ""
+        out.append(Regression("finding", f"{f.rule} ({f.code}): {f.status} finding, {cost}"
+                              f"{speedup}: {f.message}", (f.rule,), (f.code,),
+                              policy.allows(f.rule, f.code)))
+    return out
+
+
+def _signal_regressions(signals: Iterable[Signal], codes: dict[str, str],
+                        policy: Policy) -> list[Regression]:
+    return [Regression("anti-pattern", f"{s.rule} ({codes.get(s.rule, '')}): {s.message}",
+                       (s.rule,), (codes.get(s.rule, ""),),
+                       policy.allows(s.rule, codes.get(s.rule, "")))
+            for s in signals]
+
+
+def _implicated(regs: Iterable[Regression]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    rules: dict[str, str] = {}
+    for r in regs:
+        for name, code in zip(r.rules, r.codes, strict=False):
+            rules.setdefault(name, code)
+    return tuple(rules), tuple(rules.values())
+
+
+def _step_regression(timing: Timing, attribution: Attribution, named: list[Regression],
+                     policy: Policy) -> Regression:
+    rules, codes = _implicated(named)
+    where = [c for c in (attribution.gpu_busy_ms, attribution.gpu_idle_ms) if c and c.delta > 0]
+    grew = [c for c in attribution.categories_ms if c.delta > 0][:2]
+    top = [f"{c.name} {c.delta:+.3f} ms" for c in (*where, *grew)]
+    because = f"; {', '.join(top)}" if top else ""
+    by = f"; rules: {', '.join(f'{r} ({c})' for r, c in zip(rules, codes, strict=False))}" \
+        if rules else ""
+    allowed = bool(rules) and all(policy.allows(r, c) for r, c in zip(rules, codes, strict=False))
+    return Regression("step-time", f"step time {timing.describe()}{because}{by}", rules, codes,
+                      allowed)
+
+
+def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> GateResult:
+    """Compare two runs; raises `AnalysisError` when they cannot be compared at all."""
+    policy = policy or Policy()
+    notes = check_comparable(base, cand)
+    for x, role in ((base, "baseline"), (cand, "candidate")):
+        notes.extend(f"{role}: {n}" for n in x.notes)
+    codes = _rule_codes()
+    timing = compare_timing(base.step_times_ms, cand.step_times_ms, policy.threshold, policy.alpha,
+                            policy.min_steps)
+    attribution = attribute(base, cand)
+    changes = compare_findings(base, cand)
+    signals = anti_pattern_signals(base, cand, set(codes))
+    named = [*_finding_regressions(changes, policy), *_signal_regressions(signals, codes, policy)]
+    regressions = list(named)
+    inconclusive: list[str] = []
+    noise = None
+    if timing.verdict in ("slower", "noisy"):
+        noise = host_noise(base, cand, timing.change, policy.threshold)
+    if noise is not None and noise.is_noise and not named:
+        notes.append(f"host timing noise: step time {timing.describe()}, but "
+                     + "; ".join(noise.reasons))
+    elif timing.verdict == "slower":
+        regressions.insert(0, _step_regression(timing, attribution, named, policy))
+    elif timing.verdict == "noisy":
+        inconclusive.append(f"step time {timing.describe()}: larger than the "
+                            f"{policy.threshold:.0%} threshold but not significant at "
+                            f"{policy.alpha:g}; capture more steady steps or a quieter machine")
+    elif timing.verdict == "too few steps":
+        inconclusive.append(f"too few steady steps to compare step times ({timing.n_base} and "
+                            f"{timing.n_cand}; at least {policy.min_steps} each)")
+    for x, role in ((base, "baseline"), (cand, "candidate")):
+        notes.extend(f"{role}: rule {r} did not run: {why}" for r, why in x.skipped.items()
+                     if r not in (base.skipped if x is cand else cand.skipped))
+    return GateResult(base, cand, policy, timing, noise, tuple(changes), tuple(signals),
+                      attribution, tuple(regressions), tuple(inconclusive), tuple(notes))
+
+
+def gate(baseline: str, candidate: str, policy: Policy | None = None) -> GateResult:
+    """Read both runs (traces or advisor JSON results) and compare them."""
+    from advisor.gate.inputs import load_input
+
+    return compare(load_input(baseline), load_input(candidate), policy)

@@ -1,0 +1,195 @@
+"""One gate input from a trace or from a saved ``advisor analyze --json`` result.
+
+A trace is analysed and turned into the JSON result (`advisor.report.json_report.to_dict`) before
+it is read, so a trace and its saved result give the same `GateInput` to the same number: there is
+one comparison, whichever way the runs arrive.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import InputError, TraceFormatError
+
+SUPPORTED_MAJOR = "1"
+
+
+@dataclass(frozen=True)
+class KernelRow:
+    name: str
+    category: str
+    count_per_step: float
+    ms_per_step: float
+
+
+@dataclass(frozen=True)
+class FindingRow:
+    rule: str
+    code: str
+    speedup: float
+    saved_ms: float
+    message: str
+    reported: bool  # False: matched under the reporting threshold (the result's below_threshold)
+
+
+@dataclass(frozen=True)
+class GateInput:
+    """What the gate knows about one run. Times in milliseconds, per steady-state step."""
+
+    path: str
+    kind: str  # "trace" or "json": how it arrived
+    trace_format: str  # "nsys-sqlite" or "kineto-json": how it was captured
+    gpus: tuple[str, ...]
+    steps_source: str
+    step_times_ms: tuple[float, ...]  # steady steps, in order
+    gpu_busy_ms: tuple[float, ...] = ()  # same steps; empty when the result predates the gate
+    counts: Mapping[str, float] = field(default_factory=dict)
+    launch_interval_ms: Mapping[str, float] = field(default_factory=dict)
+    phases_ms: Mapping[str, float] = field(default_factory=dict)
+    idle_causes_ms: Mapping[str, float] = field(default_factory=dict)
+    categories_ms: Mapping[str, float] = field(default_factory=dict)
+    kernels: tuple[KernelRow, ...] = ()
+    kernels_complete: bool = True  # False: only the report's top kernels were available
+    findings: tuple[FindingRow, ...] = ()
+    skipped: Mapping[str, str] = field(default_factory=dict)  # rule -> why it could not run
+    notes: tuple[str, ...] = ()
+
+    @property
+    def median_ms(self) -> float:
+        return float(statistics.median(self.step_times_ms)) if self.step_times_ms else 0.0
+
+    @property
+    def median_busy_ms(self) -> float | None:
+        return float(statistics.median(self.gpu_busy_ms)) if self.gpu_busy_ms else None
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+
+def _numbers(values: Any) -> tuple[float, ...]:
+    return tuple(float(v) for v in values or () if isinstance(v, (int, float)))
+
+
+def _mapping(values: Any) -> dict[str, float]:
+    if not isinstance(values, dict):
+        return {}
+    return {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float))}
+
+
+def _kernels(rows: Any) -> tuple[KernelRow, ...]:
+    return tuple(
+        KernelRow(str(r["name"]), str(r.get("category", "")), float(r.get("count_per_step") or 0),
+                  float(r.get("ms_per_step") or 0))
+        for r in rows or () if isinstance(r, dict) and "name" in r
+    )
+
+
+def _findings(data: dict[str, Any]) -> tuple[FindingRow, ...]:
+    rows = [
+        FindingRow(f["rule"], f.get("code", ""), float(f.get("estimated_speedup") or 1.0),
+                   float(f.get("saved_ms_per_step") or 0.0), str(f.get("message", "")), True)
+        for f in data.get("findings") or ()
+    ]
+    rows += [
+        FindingRow(f["rule"], f.get("code", ""), float(f.get("estimated_speedup") or 1.0),
+                   float(f.get("saved_ms_per_step") or 0.0), "", False)
+        for f in data.get("below_threshold") or ()
+    ]
+    return tuple(rows)
+
+
+def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
+    """A gate input from the JSON result; older results lacking the gate's keys degrade with a
+    note, never silently."""
+    version = str(data.get("schema_version", ""))
+    if version.split(".")[0] != SUPPORTED_MAJOR:
+        raise InputError(f"{path}: advisor result schema {version or '?'}; this advisor reads "
+                         f"{SUPPORTED_MAJOR}.x: re-run `advisor analyze --json` with it")
+    try:
+        trace, steps, kernels = data["trace"], data["steps"], data["kernels"]
+    except KeyError as e:
+        raise TraceFormatError(f"{path}: not a complete advisor result (no {e.args[0]!r})") from e
+    notes: list[str] = []
+    times = _numbers(steps.get("steady_times_ms"))
+    if "steady_times_ms" not in steps:
+        warm = int(steps.get("warmup") or 0)
+        times = _numbers(steps.get("times_ms"))[warm:]
+        notes.append(f"{path}: result predates `advisor gate`; steady steps taken as times_ms "
+                     f"after the {warm} warm-up step(s)")
+    complete = "all" in kernels
+    return GateInput(
+        path=path,
+        kind=kind,
+        trace_format=str(trace.get("format", "")),
+        gpus=tuple(sorted(str(g.get("name", "")) for g in trace.get("gpus") or ())),
+        steps_source=str(steps.get("source", "")),
+        step_times_ms=times,
+        gpu_busy_ms=_numbers(steps.get("gpu_busy_times_ms")),
+        counts=_mapping(steps.get("counts_per_step")),
+        launch_interval_ms=_mapping(steps.get("launch_interval_ms")),
+        phases_ms=_mapping(steps.get("phases")),
+        idle_causes_ms=_mapping(steps.get("idle_causes_ms")),
+        categories_ms=_mapping(kernels.get("by_category_ms")),
+        kernels=_kernels(kernels.get("all") if complete else kernels.get("top")),
+        kernels_complete=complete,
+        findings=_findings(data),
+        skipped={str(s["rule"]): str(s.get("reason", "")) for s in data.get("skipped") or ()},
+        notes=tuple(notes) + tuple(trace.get("notes") or ()),
+    )
+
+
+def _head(path: Path) -> bytes:
+    try:
+        with path.open("rb") as f:
+            head = f.read(512)
+        if head[:2] == b"\x1f\x8b":
+            with gzip.open(path, "rb") as g:
+                head = g.read(512)
+    except (OSError, EOFError) as e:
+        raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from e
+    return head
+
+
+def is_advisor_result(path: Path) -> bool:
+    """An ``advisor analyze --json`` result: its first keys name the advisor version (a
+    torch.profiler trace starts with ``schemaVersion``/``deviceProperties`` instead)."""
+    return b'"advisor_version"' in _head(path)
+
+
+def _read_result(path: Path) -> dict[str, Any]:
+    try:
+        opener = gzip.open if _head_is_gzip(path) else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TraceFormatError(f"{path}: unreadable advisor result ({e})") from e
+    if not isinstance(data, dict):
+        raise TraceFormatError(f"{path}: not an advisor result (not a JSON object)")
+    return data
+
+
+def _head_is_gzip(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def load_input(path: str | Path) -> GateInput:
+    """Read one side of the gate: a trace (analysed now) or a saved advisor JSON result."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    if p.is_dir():
+        raise InputError(f"{p}: is a directory, not a trace or advisor result")
+    if is_advisor_result(p):
+        return from_dict(_read_result(p), str(p), "json")
+    from advisor.analysis import analyze
+    from advisor.report.json_report import to_dict
+
+    return from_dict(to_dict(analyze(p)), str(p), "trace")

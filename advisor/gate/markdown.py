@@ -1,0 +1,84 @@
+"""The verdict as GitHub-flavoured markdown, for a PR comment or ``$GITHUB_STEP_SUMMARY``.
+
+Kernel names carry ``<>``, ``|``, ``*`` and ``_``: every name goes through `cell`, which escapes HTML
+and markdown punctuation, so a template argument can neither inject markup nor break a table.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from advisor.gate.attribution import Change
+from advisor.gate.compare import GateResult
+
+ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
+TITLE = {"pass": "pass", "fail": "regression", "inconclusive": "could not compare"}
+
+
+_MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
+
+
+def cell(text: str) -> str:
+    """Text safe in a table cell or list item: HTML escaped, markdown punctuation escaped."""
+    return _MARKDOWN.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
+
+
+def _rows(title: str, changes: tuple[Change, ...], unit: str = "ms") -> list[str]:
+    if not changes:
+        return []
+    out = [f"| {title} | baseline | candidate | change |", "|---|---:|---:|---:|"]
+    for c in changes:
+        rel = f" ({c.relative:+.0%})" if c.relative is not None else ""
+        if unit == "ms":
+            out.append(f"| {cell(c.name)} | {c.base:.3f} ms | {c.cand:.3f} ms | "
+                       f"{c.delta:+.3f} ms{rel} |")
+        else:
+            out.append(f"| {cell(c.name)} | {c.base:g} | {c.cand:g} | {c.delta:+g}{rel} |")
+    return [*out, ""]
+
+
+def render_markdown(result: GateResult) -> str:
+    t, b, c = result.timing, result.baseline, result.candidate
+    out = [f"## {ICON[result.status]} advisor gate: {TITLE[result.status]}", "",
+           "| run | file | capture | steady steps | median step |", "|---|---|---|---:|---:|",
+           f"| baseline | {cell(b.name)} | {b.trace_format} | {len(b.step_times_ms)} | "
+           f"{b.median_ms:.3f} ms |",
+           f"| candidate | {cell(c.name)} | {c.trace_format} | {len(c.step_times_ms)} | "
+           f"{c.median_ms:.3f} ms |", "",
+           f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
+           f"Mann-Whitney p={t.p_value:.2g}, threshold {result.policy.threshold:.0%}): "
+           f"**{t.verdict}**", ""]
+    if result.failures:
+        out += ["### Regressions", ""]
+        out += [f"- {cell(r.summary)}" for r in result.failures]
+        out.append("")
+    allowed = [r for r in result.regressions if r.allowed]
+    if allowed:
+        out += ["### Allowed", ""] + [f"- {cell(r.summary)}" for r in allowed] + [""]
+    if result.inconclusive:
+        out += ["### Could not decide", ""] + [f"- {cell(x)}" for x in result.inconclusive] + [""]
+    if result.findings:
+        out += ["### Rule findings", "", "| rule | status | baseline cost | candidate cost |",
+                "|---|---|---:|---:|"]
+        out += [f"| {cell(f.rule)} ({f.code}) | {f.status} | {f.base_saved_ms:.3f} ms | "
+                f"{f.cand_saved_ms:.3f} ms |" for f in result.findings]
+        out.append("")
+    a = result.attribution
+    gpu = tuple(x for x in (a.gpu_busy_ms, a.gpu_idle_ms) if x is not None)
+    details = [*_rows("GPU", gpu), *_rows("kernel category", a.categories_ms),
+               *_rows("kernel", a.kernels_ms), *_rows("count per step", a.counts, ""),
+               *_rows("phase", a.phases_ms), *_rows("GPU idle while host in", a.idle_causes_ms)]
+    if details:
+        out += ["<details><summary>Where the time moved (per step)</summary>", "", *details,
+                "</details>", ""]
+    if result.notes:
+        out += ["<details><summary>Notes</summary>", ""]
+        out += [f"- {cell(n)}" for n in result.notes] + ["", "</details>", ""]
+    return "\n".join(out)
+
+
+def render_error_markdown(message: str) -> str:
+    """What CI shows when the gate could not run at all (exit 2)."""
+    return (f"## {ICON['inconclusive']} advisor gate: could not compare\n\n{cell(message)}\n\n"
+            "The gate fails closed: fix the inputs and run it again.\n")

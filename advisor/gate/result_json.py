@@ -1,0 +1,68 @@
+"""The verdict as JSON (``--json FILE``): a versioned contract for bots that post or track it.
+
+``gate_schema_version`` changes its major number on any incompatible change; keys are only ever
+added within a major version. Times are milliseconds per steady step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.gate.attribution import Change
+from advisor.gate.compare import GateResult
+from advisor.gate.inputs import GateInput
+
+GATE_SCHEMA_VERSION = "1.0"
+
+
+def _run(x: GateInput) -> dict[str, Any]:
+    return {"path": x.path, "kind": x.kind, "format": x.trace_format, "gpus": list(x.gpus),
+            "steady_steps": len(x.step_times_ms), "median_ms": round(x.median_ms, 4)}
+
+
+def _changes(rows: tuple[Change, ...]) -> list[dict[str, Any]]:
+    return [{"name": c.name, "baseline": round(c.base, 6), "candidate": round(c.cand, 6),
+             "delta": round(c.delta, 6)} for c in rows]
+
+
+def to_gate_dict(result: GateResult) -> dict[str, Any]:
+    t, a = result.timing, result.attribution
+    gpu = tuple(x for x in (a.gpu_busy_ms, a.gpu_idle_ms) if x is not None)
+    return {
+        "gate_schema_version": GATE_SCHEMA_VERSION,
+        "status": result.status,
+        "exit_code": int(result.exit_code),
+        "threshold": result.policy.threshold,
+        "allowed_rules": sorted(result.policy.allow),
+        "baseline": _run(result.baseline),
+        "candidate": _run(result.candidate),
+        "step_time": {
+            "verdict": t.verdict, "change": round(t.change, 6), "shift_ms": round(t.shift_ms, 6),
+            "baseline_median_ms": round(t.base_median_ms, 4),
+            "candidate_median_ms": round(t.cand_median_ms, 4),
+            "p_slower": t.test.p_greater, "p_faster": t.test.p_less, "exact_test": t.test.exact,
+        },
+        "host_noise": None if result.host_noise is None else {
+            "is_noise": result.host_noise.is_noise, "reasons": list(result.host_noise.reasons)},
+        "regressions": [{"kind": r.kind, "summary": r.summary, "rules": list(r.rules),
+                         "codes": list(r.codes), "allowed": r.allowed} for r in result.regressions],
+        "findings": [{"rule": f.rule, "code": f.code, "status": f.status,
+                      "baseline_saved_ms": round(f.base_saved_ms, 4),
+                      "candidate_saved_ms": round(f.cand_saved_ms, 4), "message": f.message}
+                     for f in result.findings],
+        "signals": [{"rule": s.rule, "what": s.what, "baseline": s.base, "candidate": s.cand}
+                    for s in result.signals],
+        "attribution": {
+            "gpu_ms": _changes(gpu), "categories_ms": _changes(a.categories_ms),
+            "kernels_ms": _changes(a.kernels_ms), "counts": _changes(a.counts),
+            "phases_ms": _changes(a.phases_ms), "idle_causes_ms": _changes(a.idle_causes_ms),
+        },
+        "inconclusive": list(result.inconclusive),
+        "notes": list(result.notes),
+    }
+
+
+def error_dict(message: str) -> dict[str, Any]:
+    """The JSON verdict when the runs could not be compared at all."""
+    return {"gate_schema_version": GATE_SCHEMA_VERSION, "status": "inconclusive", "exit_code": 2,
+            "error": message}

@@ -1,0 +1,75 @@
+"""The plain-text verdict for stdout: CI logs show it as is, so no colour and no tables."""
+
+from __future__ import annotations
+
+from advisor.gate.attribution import Change
+from advisor.gate.compare import GateResult
+from advisor.gate.inputs import GateInput
+
+HEADLINE = {
+    "pass": "PASS: the candidate may merge",
+    "fail": "FAIL: the candidate regressed",
+    "inconclusive": "INCONCLUSIVE: the runs could not be compared (failing closed)",
+}
+
+
+def _run(role: str, x: GateInput) -> str:
+    return (f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
+            f"median {x.median_ms:.3f} ms)")
+
+
+def fmt_change(c: Change, unit: str = "ms") -> str:
+    rel = f", {c.relative:+.0%}" if c.relative is not None and c.base else ""
+    if unit == "ms":
+        return f"{c.name}: {c.base:.3f} -> {c.cand:.3f} ms ({c.delta:+.3f}{rel})"
+    return f"{c.name}: {c.base:g} -> {c.cand:g}{rel}"
+
+
+def attribution_lines(result: GateResult) -> list[str]:
+    a = result.attribution
+    lines = [fmt_change(c) for c in (a.gpu_busy_ms, a.gpu_idle_ms) if c is not None]
+    sections = (
+        ("kernel categories", a.categories_ms[:5], "ms"),
+        ("kernels", a.kernels_ms[:5], "ms"),
+        ("per-step counts", a.counts, ""),
+        ("phases", a.phases_ms[:5], "ms"),
+        ("GPU idle while the host was in", a.idle_causes_ms[:5], "ms"),
+    )
+    for title, rows, unit in sections:
+        if rows:
+            lines.append(f"{title}:")
+            lines.extend(f"  {fmt_change(c, unit)}" for c in rows)
+    return lines
+
+
+def render_text(result: GateResult) -> str:
+    out = [f"advisor gate: {HEADLINE[result.status]}",
+           _run("baseline", result.baseline), _run("candidate", result.candidate),
+           f"  step time {result.timing.describe()} -> {result.timing.verdict}"
+           f" (threshold {result.policy.threshold:.0%})"]
+    if result.failures:
+        out.append("Regressions:")
+        out.extend(f"  - {r.summary}" for r in result.failures)
+        rules = sorted({r for reg in result.failures for r in reg.rules})
+        if rules:
+            out.append(f"Rules: {', '.join(rules)}")
+    allowed = [r for r in result.regressions if r.allowed]
+    if allowed:
+        out.append("Allowed (--allow):")
+        out.extend(f"  - {r.summary}" for r in allowed)
+    if result.inconclusive:
+        out.append("Inconclusive:")
+        out.extend(f"  - {x}" for x in result.inconclusive)
+    fixed = [f for f in result.findings if f.status in ("fixed", "better")]
+    if fixed:
+        out.append("Improved:")
+        out.extend(f"  - {f.rule} ({f.code}): {f.status}, {f.base_saved_ms:.3f} -> "
+                   f"{f.cand_saved_ms:.3f} ms/step" for f in fixed)
+    lines = attribution_lines(result)
+    if lines:
+        out.append("Where the time moved (per step, baseline -> candidate):")
+        out.extend(f"  {x}" for x in lines)
+    if result.notes:
+        out.append("Notes:")
+        out.extend(f"  - {n}" for n in result.notes)
+    return "\n".join(out) + "\n"

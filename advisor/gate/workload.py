@@ -1,0 +1,106 @@
+"""May these two runs be compared at all? If not, the gate fails closed (exit 2).
+
+A gate verdict on two different programs, two GPU models or two profilers would be a number
+without meaning, and a pass would let anything through. The checks:
+
+* both runs have steady-state steps;
+* both were captured the same way: an nsys capture and a torch.profiler capture time the same
+  step differently (profiler overhead, what counts as the step);
+* the same GPU model, where both traces name one;
+* the same workload, judged on the kernel mix: the weighted Jaccard similarity of the kernel
+  counts per step. Changing a GEMM's precision or fusing attention changes kernel names without
+  changing the workload, so GEMM, convolution and attention kernels count by category, not name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from advisor.errors import AnalysisError
+from advisor.gate.inputs import GateInput, KernelRow
+
+MIN_SIMILARITY = 0.5
+"""Below this weighted Jaccard similarity of the kernel mix the runs are different workloads.
+A changed implementation of one layer type moves it to about 0.7-0.9; different models share
+little beyond optimizer and elementwise kernels."""
+
+_BY_CATEGORY = frozenset({"gemm", "convolution", "attention"})
+GRAPH_CATEGORY = "cuda-graph"
+
+
+def identity_mix(kernels: Iterable[KernelRow]) -> Counter[str]:
+    """Kernel counts per step keyed by what identifies the workload (see the module doc)."""
+    mix: Counter[str] = Counter()
+    for k in kernels:
+        if k.category == GRAPH_CATEGORY:
+            continue
+        key = k.category if k.category in _BY_CATEGORY else k.name
+        mix[key] += k.count_per_step
+    return mix
+
+
+def name_mix(kernels: Iterable[KernelRow]) -> Counter[str]:
+    """Kernel counts per step by full name, graph replays included: "the very same GPU work"."""
+    mix: Counter[str] = Counter()
+    for k in kernels:
+        mix[k.name] += k.count_per_step
+    return mix
+
+
+def weighted_jaccard(a: Counter[str], b: Counter[str]) -> float:
+    keys = set(a) | set(b)
+    top = sum(min(a[k], b[k]) for k in keys)
+    bottom = sum(max(a[k], b[k]) for k in keys)
+    return top / bottom if bottom else 1.0
+
+
+def containment(part: Counter[str], whole: Counter[str]) -> float:
+    """How much of ``part`` is also in ``whole`` (1.0: all of it)."""
+    total = sum(part.values())
+    return sum(min(part[k], whole[k]) for k in part) / total if total else 1.0
+
+
+def _replays_graphs(x: GateInput) -> bool:
+    return any(k.category == GRAPH_CATEGORY for k in x.kernels)
+
+
+def kernel_similarity(base: GateInput, cand: GateInput) -> tuple[float | None, str]:
+    """The similarity of the two kernel mixes, and how it was measured (None: not measurable)."""
+    if not (base.kernels_complete and cand.kernels_complete):
+        return None, "an input lacks the full kernel list (kernels.all): workload check skipped"
+    a, b = identity_mix(base.kernels), identity_mix(cand.kernels)
+    graphs = [x for x in (base, cand) if _replays_graphs(x)]
+    if len(graphs) == 1:
+        # Replays traced as one row hide their kernels: only the kernels outside the graph can
+        # be matched, against the eager run's.
+        part, whole = (a, b) if graphs[0] is base else (b, a)
+        if not part:
+            return None, (f"{graphs[0].name} replays CUDA graphs traced as single rows: its kernel "
+                          "mix is hidden, workload check skipped")
+        return containment(part, whole), "kernels outside CUDA graph replays"
+    return weighted_jaccard(a, b), "kernel mix"
+
+
+def check_comparable(base: GateInput, cand: GateInput) -> list[str]:
+    """Raise `AnalysisError` when the runs cannot be compared; else notes on what was checked."""
+    for x, role in ((base, "baseline"), (cand, "candidate")):
+        if not x.step_times_ms:
+            raise AnalysisError(f"{role} {x.path}: no steady-state training steps to compare "
+                                "(mark steps with NVTX or record_function ranges, or capture more)")
+    if base.trace_format and cand.trace_format and base.trace_format != cand.trace_format:
+        raise AnalysisError(
+            f"cannot compare captures of different profilers ({base.trace_format} and "
+            f"{cand.trace_format}): "
+            "profilers time the step differently; capture both runs the same way")
+    if base.gpus and cand.gpus and set(base.gpus) != set(cand.gpus):
+        raise AnalysisError(f"different GPUs: baseline ran on {', '.join(sorted(set(base.gpus)))}, "
+                            f"candidate on {', '.join(sorted(set(cand.gpus)))}")
+    similarity, how = kernel_similarity(base, cand)
+    if similarity is None:
+        return [how]
+    if similarity < MIN_SIMILARITY:
+        raise AnalysisError(
+            f"different workloads: the {how} is {similarity:.0%} similar (at least "
+            f"{MIN_SIMILARITY:.0%} expected for two runs of the same training step)")
+    return [f"same workload: {how} {similarity:.0%} similar"]

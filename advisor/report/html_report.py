@@ -1,0 +1,111 @@
+"""The HTML report: one self-contained file, a view of the same result the JSON carries.
+
+Everything is inline (CSS, the timeline's script, SVG charts, the JSON result itself in a
+``<script type="application/json">``), so the file opens offline: as a CI artifact, from an
+air-gapped cluster. A Content-Security-Policy forbids any network fetch and allows only our own
+script (by hash), so even a rendering mistake cannot run a trace's text as code. jinja2
+autoescapes everything the trace supplies (kernel names, NVTX text, paths).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from advisor.analysis import Analysis
+from advisor.errors import OutputError
+from advisor.report import html_view as view
+from advisor.report import palette
+from advisor.report.json_report import SCHEMA_VERSION, to_dict
+from advisor.report.step_chart import step_chart
+from advisor.report.timeline_view import build_timeline, representative_step
+
+TEMPLATES = "advisor.report.templates"
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader(TEMPLATES, "."),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(ms=view.fmt_ms, ns=view.fmt_ns, pct=view.fmt_pct, x=view.fmt_x,
+                       count=view.fmt_count, bytes=view.fmt_bytes)
+    return env
+
+
+def _asset(name: str) -> str:
+    return files(TEMPLATES).joinpath(name).read_text(encoding="utf-8")
+
+
+def _csp_hash(script: str) -> str:
+    digest = hashlib.sha256(script.encode("utf-8")).digest()
+    return "sha256-" + base64.b64encode(digest).decode("ascii")
+
+
+def _context(analysis: Analysis) -> dict[str, Any]:
+    report = to_dict(analysis)
+    steps, trace = report["steps"], report["trace"]
+    timeline = build_timeline(analysis)
+    rep = representative_step(analysis.summary)
+    rep_index = next((i for i, s in enumerate(analysis.graph.steps) if rep and s is rep.step), None)
+    median_ms = steps["median_ms"]
+    keys = view.timeline_keys(timeline)
+    combined = analysis.results.combined
+    categories = report["kernels"]["by_category_ms"]
+    busy = steps["gpu_busy_ms"]
+    return {
+        "report": report,
+        "trace": trace,
+        "steps": steps,
+        "trace_name": view.trace_name(trace["path"]),
+        "gpu_label": view.gpu_label(trace["gpus"]),
+        "software": view.software_items(trace),
+        "busy_share": (busy / median_ms) if busy is not None and median_ms else None,
+        "combined": combined,
+        "findings": [view.finding_view(f, median_ms, keys) for f in report["findings"]],
+        "below_threshold": analysis.results.below_threshold,
+        "timeline": timeline,
+        "legend": view.legend(timeline),
+        "chart": step_chart(steps["times_ms"], [s.warmup for s in analysis.graph.steps],
+                                 [s.index for s in analysis.graph.steps], rep_index),
+        "categories": view.shares(categories, None, lambda k: f"k-{k}"),
+        "phases": view.shares(steps["phases"], median_ms, palette.phase_class),
+        "idle_causes": view.shares(steps["idle_causes_ms"], median_ms,
+                                   lambda k: "idle-" + palette.idle_class(k)),
+        "top_kernels": report["kernels"]["top"],
+        "kernel_total_ms": sum(v or 0.0 for v in categories.values()),
+        "median_ms": median_ms,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+def render_html(analysis: Analysis) -> str:
+    """The report as one HTML document."""
+    script = _asset("timeline.js")
+    env = _environment()
+    return env.get_template("report.html.j2").render(
+        **_context(analysis),
+        css=Markup(_asset("report.css") + "\n" + palette.css_rules()),
+        script=Markup(script),
+        script_hash=_csp_hash(script),
+    )
+
+
+def write_html(analysis: Analysis, path: str | Path) -> None:
+    """Write the report; a failed write is an `OutputError`, never a silent pass."""
+    text = render_html(analysis)
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e

@@ -1,0 +1,207 @@
+"""What the HTML template shows, computed from the JSON result (`to_dict`) and the analysis.
+
+The template only lays things out; every number it prints is formatted here, from the same
+dictionary the JSON report writes, so the two reports cannot disagree. Units follow the
+evidence naming contract (`advisor.engine.rule.Evidence`): a quantity's unit is its suffix.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from advisor.report import palette
+
+# ----- number formatting -------------------------------------------------------------------
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A duration given in ms, in the unit that keeps 3-4 significant digits."""
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return "–"
+    return fmt_ns(ms * 1e6)
+
+
+def fmt_ns(ns: float | None) -> str:
+    if ns is None:
+        return "–"
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.4g} s" if a < 1e12 else f"{ns / 1e9:,.0f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.4g} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.0f} ns"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_pct(x: float | None, digits: int = 0) -> str:
+    return "–" if x is None else f"{x * 100:.{digits}f}%"
+
+
+def fmt_x(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}×"
+
+
+def fmt_count(x: float) -> str:
+    if float(x).is_integer():
+        return f"{int(x):,}"
+    return f"{x:,.3g}" if abs(x) < 100 else f"{x:,.0f}"
+
+
+_WORDS = {"gpu": "GPU", "cpu": "CPU", "gemm": "GEMM", "gemms": "GEMMs", "fp32": "FP32", "fp8": "FP8",
+          "rng": "RNG", "cv": "CV", "gelu": "GELU", "api": "API", "nccl": "NCCL", "d2h": "D2H"}
+_UNITS = (
+    ("_ns_per_step", "time/step"), ("_bytes_per_step", "bytes/step"), ("_gb_per_s", "GB/s"),
+    ("_per_step", "count/step"), ("_ns", "time"), ("_bytes", "bytes"), ("_share", "share"),
+    ("_fraction", "share"), ("_cv", "share"), ("_ratio", "ratio"),
+)
+
+
+def _humanize(stem: str) -> str:
+    words = [_WORDS.get(w, w) for w in stem.split("_") if w]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:]
+
+
+def quantity(key: str, value: float) -> tuple[str, str]:
+    """(label, formatted value) for an evidence quantity named ``<what>_<unit>``."""
+    for suffix, unit in _UNITS:
+        if key.endswith(suffix):
+            stem = key[: -len(suffix)]
+            if suffix == "_cv":
+                stem += "_cv"
+            label = _humanize(stem)
+            if unit == "time/step":
+                return label, f"{fmt_ns(value)} / step"
+            if unit == "bytes/step":
+                return label, f"{fmt_bytes(value)} / step"
+            if unit == "count/step":
+                return label, f"{fmt_count(value)} / step"
+            if unit == "time":
+                return label, fmt_ns(value)
+            if unit == "bytes":
+                return label, fmt_bytes(value)
+            if unit == "GB/s":
+                return label, f"{value:.3g} GB/s"
+            if unit == "share":
+                return label, fmt_pct(value, 1)
+            return label, f"{value:.3g}"
+    return _humanize(key), fmt_count(value)
+
+
+def step_ranges(steps: Iterable[int]) -> str:
+    """``6, 7, 8, 10`` as ``6–8, 10``."""
+    xs = sorted(set(steps))
+    parts: list[str] = []
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        parts.append(str(xs[i]) if i == j else f"{xs[i]}–{xs[j]}")
+        i = j + 1
+    return ", ".join(parts)
+
+
+# ----- bars for categories, phases, idle causes ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Share:
+    label: str
+    ms: float
+    share: float  # of the reference total, 0..1
+    cls: str  # palette class key ("" for neutral)
+
+
+def shares(items: dict[str, float | None], total: float | None,
+           cls_of: Callable[[str], str]) -> list[Share]:
+    """Rows for a bar table; shares are of ``total``, or of the items' sum without one."""
+    ref = total if total else sum(v or 0.0 for v in items.values()) or 1.0
+    return [Share(k, v or 0.0, (v or 0.0) / ref, cls_of(k)) for k, v in items.items() if v]
+
+
+# ----- headline ----------------------------------------------------------------------------
+
+
+def gpu_label(gpus: list[dict[str, Any]]) -> str:
+    """``2 × NVIDIA H100 80GB HBM3`` for the GPUs the trace names."""
+    names: dict[str, int] = {}
+    for g in gpus:
+        names[g["name"]] = names.get(g["name"], 0) + 1
+    if not names:
+        return "GPU not recorded in the trace"
+    return ", ".join(f"{n} × {name}" if n > 1 else name for name, n in names.items())
+
+
+def software_items(trace: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, version) of the software the trace records: profiler, CUDA, driver, NCCL."""
+    items = [(k, str(v)) for k, v in trace.get("software", {}).items()]
+    if trace.get("tool_version") and not any(v == trace["tool_version"] for _, v in items):
+        items.append(("tool", trace["tool_version"]))
+    return items
+
+
+def trace_name(path: str) -> str:
+    return PurePath(path).name or path
+
+
+# ----- findings ----------------------------------------------------------------------------
+
+def finding_view(f: dict[str, Any], step_ms: float | None, timeline_keys: set[str]) -> dict[str, Any]:
+    """A finding of `to_dict` with its numbers formatted and its timeline matches counted."""
+    ev = f["evidence"]
+    shown = [n for n in ev["node_ids"] if n in timeline_keys]
+    return {
+        **f,
+        "speedup_text": fmt_x(f["estimated_speedup"]),
+        "range_text": f"{fmt_x(f['speedup_low'])} – {fmt_x(f['speedup_high'])}",
+        "saved_text": fmt_ms(f["saved_ms_per_step"]),
+        "saved_share": (f["saved_ms_per_step"] / step_ms) if step_ms and f["saved_ms_per_step"] else 0.0,
+        "predicted_text": fmt_ms(f["predicted_step_ms"]),
+        "steps_text": step_ranges(ev["steps"]),
+        "quantities": [quantity(k, v) for k, v in ev["quantities"].items()],
+        "timeline_ids": shown,
+        "slug": re.sub(r"[^a-z0-9-]", "", f["rule"].lower()) or "finding",
+    }
+
+
+def timeline_keys(timeline: dict[str, Any] | None) -> set[str]:
+    """``gpu:ID``/``api:ID``/``range:ID`` of every event drawn, as findings cite them."""
+    if not timeline:
+        return set()
+    return {f"{lane['kind']}:{e[4]}" for lane in timeline["lanes"] if lane["kind"] in ("gpu", "api", "range")
+            for e in lane["ev"] if e[4] >= 0}
+
+
+def legend(timeline: dict[str, Any] | None) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Legend sections: (title, [(class key, label, time in the drawn step)])."""
+    if not timeline:
+        return []
+    used = set(timeline["classes"])
+    ns = timeline["class_ns"]
+    kernels = [(f"k-{k}", k, fmt_ns(ns.get(f"k-{k}", 0))) for k in palette.KERNEL_COLORS
+               if f"k-{k}" in used]
+    kernels.sort(key=lambda x: -ns.get(x[0], 0))
+    idle = [(f"idle-{k}", label, fmt_ns(ns.get(f"idle-{k}", 0)))
+            for k, (_, label) in palette.IDLE_COLORS.items() if f"idle-{k}" in used]
+    idle.sort(key=lambda x: -ns.get(x[0], 0))
+    api = [(f"api-{k}", label, "") for k, (_, label) in palette.API_COLORS.items() if f"api-{k}" in used]
+    order = list(palette.PHASE_COLORS)
+    phases = sorted(((c, c.removeprefix("ph-"), "") for c in used if c.startswith("ph-")),
+                    key=lambda x: order.index(x[1]) if x[1] in order else len(order))
+    out = [("GPU kernels", kernels), ("GPU idle, because the host was in", idle),
+           ("CUDA API", api), ("Phases", phases)]
+    return [(title, items) for title, items in out if items]

@@ -1,0 +1,167 @@
+"""cpu-bound-loss: a detection-style loss computed per sample in Python with host syncs.
+
+bad : per-sample loop; each sample does `.item()` on its positive count and a
+      data-dependent branch plus boolean-mask indexing (another sync), so the GPU idles
+      between forward and backward while the host walks the batch.
+good: the same loss vectorised with masks (no host syncs), AND the whole step
+      (forward, loss, backward, Adam(capturable=True)) captured once in a CUDA graph
+      with static input buffers, as in the MLPerf Mask R-CNN submission.
+      Marks in good: "data" (copy into the static buffers) and "graph_replay".
+Model: per-anchor MLP (64 -> 256 -> 256) with class (9) and box (4) heads,
+batch 32 images x 512 anchors, fp32.  Same data, same math in both variants.
+"""
+
+import argparse
+import contextlib
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, A, FIN, HID, C = 32, 512, 64, 256, 8  # C foreground classes + background (0)
+POOL = 8
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(FIN, HID), nn.ReLU(), nn.Linear(HID, HID), nn.ReLU())
+        self.cls = nn.Linear(HID, C + 1)
+        self.box = nn.Linear(HID, 4)
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return self.cls(h), self.box(h)
+
+
+def loss_loop(cls_p, box_p, cls_t, box_t):
+    """Per-sample loop with host round trips (the anti-pattern)."""
+    total = cls_p.new_zeros(())
+    for i in range(cls_p.shape[0]):
+        pos = cls_t[i] > 0
+        npos = int(pos.sum().item())  # host sync per sample
+        cls_l = F.cross_entropy(cls_p[i], cls_t[i], reduction="sum") / max(npos, 1)
+        if npos > 0:  # data-dependent branch
+            box_l = F.smooth_l1_loss(box_p[i][pos], box_t[i][pos], beta=1 / 9, reduction="sum") / npos
+        else:
+            box_l = box_p[i].sum() * 0.0
+        total = total + cls_l + box_l
+    return total / cls_p.shape[0]
+
+
+def loss_vec(cls_p, box_p, cls_t, box_t):
+    """Same value, no host syncs."""
+    pos = (cls_t > 0).float()
+    npos = pos.sum(1).clamp(min=1.0)
+    cls_l = F.cross_entropy(cls_p.reshape(-1, C + 1), cls_t.reshape(-1), reduction="none").view(B, A).sum(1)
+    box_l = (F.smooth_l1_loss(box_p, box_t, beta=1 / 9, reduction="none").sum(-1) * pos).sum(1)
+    return ((cls_l + box_l) / npos).mean()
+
+
+class Scenario:
+    def __init__(self, variant, device):
+        torch.manual_seed(0)
+        self.variant = variant
+        dev = torch.device(device)
+        self.model = Net().to(dev)
+        # data pool on device: ~25% of images have no objects
+        self.px = torch.randn(POOL, B, A, FIN, device=dev)
+        cls = torch.randint(1, C + 1, (POOL, B, A), device=dev)
+        keep = torch.rand(POOL, B, A, device=dev) < 0.05
+        has_obj = (torch.rand(POOL, B, 1, device=dev) > 0.25)
+        self.pcls = torch.where(keep & has_obj, cls, torch.zeros_like(cls))
+        self.pbox = torch.randn(POOL, B, A, 4, device=dev)
+        self.x = torch.empty(B, A, FIN, device=dev)
+        self.cls_t = torch.empty(B, A, dtype=torch.long, device=dev)
+        self.box_t = torch.empty(B, A, 4, device=dev)
+        self.i = 0
+        self.info = {"batch": B, "anchors": A, "loss": "per-sample loop" if variant == "bad" else "vectorised+cuda graph"}
+        if variant == "bad":
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
+        elif variant == "good":
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4, capturable=True)
+            self._capture()
+        else:
+            raise ValueError(variant)
+
+    def _load(self):
+        j = self.i % POOL
+        self.i += 1
+        self.x.copy_(self.px[j], non_blocking=True)
+        self.cls_t.copy_(self.pcls[j], non_blocking=True)
+        self.box_t.copy_(self.pbox[j], non_blocking=True)
+
+    def _fwd_bwd_opt(self):
+        cls_p, box_p = self.model(self.x)
+        loss = loss_vec(cls_p, box_p, self.cls_t, self.box_t)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def _capture(self):
+        self._load()
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                self.opt.zero_grad(set_to_none=True)
+                self._fwd_bwd_opt()
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self.static_loss = self._fwd_bwd_opt()
+        torch.cuda.synchronize()
+
+    def step(self, mark):
+        if self.variant == "good":
+            with mark("data"):
+                self._load()
+            with mark("graph_replay"):
+                self.graph.replay()
+            return
+        with mark("data"):
+            self._load()
+        with mark("forward"):
+            cls_p, box_p = self.model(self.x)
+        with mark("loss"):
+            loss = loss_loop(cls_p, box_p, self.cls_t, self.box_t)
+        with mark("backward"):
+            loss.backward()
+        with mark("optimizer"):
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+
+def build(variant: str, device: str = "cuda"):
+    return Scenario(variant, device)
+
+
+def selfcheck(device="cuda"):
+    torch.manual_seed(1)
+    cls_p = torch.randn(B, A, C + 1, device=device, dtype=torch.float64)
+    box_p = torch.randn(B, A, 4, device=device, dtype=torch.float64)
+    cls_t = torch.where(torch.rand(B, A, device=device) < 0.05, torch.randint(1, C + 1, (B, A), device=device), 0)
+    cls_t[:5] = 0
+    box_t = torch.randn(B, A, 4, device=device, dtype=torch.float64)
+    a, b = loss_loop(cls_p, box_p, cls_t, box_t), loss_vec(cls_p, box_p, cls_t, box_t)
+    return {"loop": a.item(), "vec": b.item(), "rel_err": abs(a.item() - b.item()) / abs(a.item())}
+
+
+def _nomark(name):
+    return contextlib.nullcontext()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", default="bad", choices=["bad", "good"])
+    ap.add_argument("--steps", type=int, default=60)
+    a = ap.parse_args()
+    s = build(a.variant, "cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        s.step(_nomark)
+    torch.cuda.synchronize()
+    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")

@@ -1,0 +1,87 @@
+"""fp32-matmul: a GEMM-heavy model trained in plain FP32 with TF32 off.
+
+bad : fp32 everything, torch.backends.cuda.matmul.allow_tf32 = False and
+      torch.backends.cudnn.allow_tf32 = False: GEMMs run on the FP32 SIMT path.
+good: identical model, data, optimizer and TF32 flags, forward under
+      torch.autocast("cuda", dtype=torch.bfloat16): GEMMs on bf16 tensor cores.
+Model: 3 x [LayerNorm -> Linear(2048,8192) -> GELU -> Linear(8192,2048), residual],
+4096 tokens, AdamW(foreach), fp32 params.
+"""
+
+import argparse
+import contextlib
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+TOKENS, D, FF, DEPTH = 4096, 2048, 8192, 3
+POOL = 2
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(D)
+        self.fc1 = nn.Linear(D, FF)
+        self.fc2 = nn.Linear(FF, D)
+
+    def forward(self, x):
+        return x + self.fc2(F.gelu(self.fc1(self.ln(x))))
+
+
+class Scenario:
+    def __init__(self, variant, device):
+        if variant not in ("bad", "good"):
+            raise ValueError(variant)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.manual_seed(0)
+        dev = torch.device(device)
+        self.variant = variant
+        self.model = nn.Sequential(*[Block() for _ in range(DEPTH)]).to(dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True)
+        self.px = torch.randn(POOL, TOKENS, D, device=dev)
+        self.py = torch.randn(POOL, TOKENS, D, device=dev)
+        self.i = 0
+        self.info = {"tokens": TOKENS, "d": D, "ff": FF, "depth": DEPTH,
+                     "precision": "fp32, tf32 off" if variant == "bad" else "bf16 autocast"}
+
+    def step(self, mark):
+        with mark("data"):
+            j = self.i % POOL
+            self.i += 1
+            x, y = self.px[j], self.py[j]
+        with mark("forward"):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.variant == "good"):
+                out = self.model(x)
+        with mark("loss"):
+            loss = F.mse_loss(out.float(), y)
+        with mark("backward"):
+            loss.backward()
+        with mark("optimizer"):
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+
+def build(variant: str, device: str = "cuda"):
+    return Scenario(variant, device)
+
+
+def _nomark(name):
+    return contextlib.nullcontext()
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", default="bad", choices=["bad", "good"])
+    ap.add_argument("--steps", type=int, default=60)
+    a = ap.parse_args()
+    s = build(a.variant, "cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        s.step(_nomark)
+    torch.cuda.synchronize()
+    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")

@@ -1,0 +1,218 @@
+"""Measurement harness for the planted-anti-pattern scenarios.
+
+One invocation = one fresh process = one (scenario, variant, mode):
+
+    python3 harness.py timing    --scenario host-sync --variant bad --out DIR
+    python3 harness.py torchprof --scenario host-sync --variant bad --out DIR
+    nsys profile -t cuda,nvtx,osrt,cublas,cudnn --sample=none --cpuctxsw=none \
+        --capture-range=cudaProfilerApi --capture-range-end=stop -o DIR/nsys -f true \
+        python3 harness.py nsys --scenario host-sync --variant bad --out DIR
+
+Modes
+  timing     warm-up, then --steps (50) steps with no marks and no profiler.  Per-step
+             times from CUDA events recorded on the current stream at each step
+             boundary; total wall time with torch.cuda.synchronize() at both ends.
+             Writes DIR/timing.json.
+  torchprof  warm-up, then torch.profiler (CPU+CUDA, schedule wait=1 warmup=2 active=10,
+             record_shapes=True, with_stack=False), prof.step() once per step, phases as
+             record_function ranges.  Writes DIR/trace.json (the driver gzips it).
+  nsys       warm-up, cudaProfilerStart, 12 steps each in an NVTX range "step <N>" with
+             phases as NVTX ranges, cudaProfilerStop.  Writes DIR/nsys_timing.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import importlib.util
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_scenario(name: str):
+    path = os.path.join(HERE, name, "scenario.py")
+    spec = importlib.util.spec_from_file_location(f"scenario_{name.replace('-', '_')}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def noop_mark(name: str):
+    return contextlib.nullcontext()
+
+
+def record_function_mark(name: str):
+    return torch.profiler.record_function(name)
+
+
+@contextlib.contextmanager
+def nvtx_mark(name: str):
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
+def stats_ms(xs):
+    return {
+        "mean": statistics.fmean(xs),
+        "median": statistics.median(xs),
+        "stdev": statistics.stdev(xs) if len(xs) > 1 else 0.0,
+        "min": min(xs),
+        "max": max(xs),
+        "n": len(xs),
+    }
+
+
+def env_info():
+    p = torch.cuda.get_device_properties(0)
+    return {
+        "gpu": torch.cuda.get_device_name(0),
+        "gpu_sm_count": p.multi_processor_count,
+        "gpu_mem_gib": round(p.total_memory / 2**30, 1),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def warm_up(obj, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        obj.step(noop_mark)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def timed_loop(obj, steps, mark, per_step_wrap=None):
+    """Run `steps` steps; CUDA events at every step boundary on the current stream."""
+    evs = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    host_t = []
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    evs[0].record()
+    host_t.append(time.perf_counter())
+    for i in range(steps):
+        if per_step_wrap is not None:
+            with per_step_wrap(i):
+                obj.step(mark)
+        else:
+            obj.step(mark)
+        evs[i + 1].record()
+        host_t.append(time.perf_counter())
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    ev_ms = [evs[i].elapsed_time(evs[i + 1]) for i in range(steps)]
+    host_ms = [(host_t[i + 1] - host_t[i]) * 1e3 for i in range(steps)]
+    return ev_ms, host_ms, wall
+
+
+def result_dict(args, obj, warm_s, ev_ms, host_ms, wall, mode):
+    d = {
+        "scenario": args.scenario,
+        "variant": args.variant,
+        "mode": mode,
+        "warmup_steps": args.warmup,
+        "warmup_s": round(warm_s, 3),
+        "steps": len(ev_ms),
+        "step_ms_cuda_events": stats_ms(ev_ms),
+        "wall_ms_per_step": wall * 1e3 / len(ev_ms),
+        "wall_total_s": wall,
+        "host_step_ms": stats_ms(host_ms),
+        "per_step_ms": [round(x, 4) for x in ev_ms],
+        "max_memory_allocated_mib": round(torch.cuda.max_memory_allocated() / 2**20, 1),
+        "env": env_info(),
+    }
+    info = getattr(obj, "info", None)
+    if info:
+        d["scenario_info"] = info
+    return d
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["timing", "torchprof", "nsys"])
+    ap.add_argument("--scenario", required=True)
+    ap.add_argument("--variant", required=True, choices=["bad", "good"])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--warmup", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=50)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    mod = load_scenario(args.scenario)
+    obj = mod.build(args.variant, "cuda")
+    warm_s = warm_up(obj, args.warmup)
+
+    if args.mode == "timing":
+        ev_ms, host_ms, wall = timed_loop(obj, args.steps, noop_mark)
+        d = result_dict(args, obj, warm_s, ev_ms, host_ms, wall, "timing")
+        with open(os.path.join(args.out, "timing.json"), "w") as f:
+            json.dump(d, f, indent=1)
+        s = d["step_ms_cuda_events"]
+        print(f"[timing] {args.scenario}/{args.variant}: mean {s['mean']:.3f} ms  median {s['median']:.3f}"
+              f"  stdev {s['stdev']:.3f}  min {s['min']:.3f}  max {s['max']:.3f}  wall/step {d['wall_ms_per_step']:.3f}")
+
+    elif args.mode == "torchprof":
+        from torch.profiler import ProfilerActivity, profile, schedule
+
+        trace_path = os.path.join(args.out, "trace.json")
+        done = []
+
+        def on_ready(prof):
+            prof.export_chrome_trace(trace_path)
+            done.append(True)
+
+        with profile(
+            activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+            schedule=schedule(wait=1, warmup=2, active=10),
+            record_shapes=True,
+            with_stack=False,
+            on_trace_ready=on_ready,
+        ) as prof:
+            for _ in range(13):
+                obj.step(record_function_mark)
+                prof.step()
+        torch.cuda.synchronize()
+        print(f"[torchprof] {args.scenario}/{args.variant}: trace written={bool(done)} "
+              f"{os.path.getsize(trace_path) / 1e6 if done else 0:.1f} MB")
+
+    else:  # nsys
+        n = 12
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStart()
+
+        @contextlib.contextmanager
+        def step_range(i):
+            torch.cuda.nvtx.range_push(f"step {i}")
+            try:
+                yield
+            finally:
+                torch.cuda.nvtx.range_pop()
+
+        ev_ms, host_ms, wall = timed_loop(obj, n, nvtx_mark, per_step_wrap=step_range)
+        torch.cuda.synchronize()
+        torch.cuda.cudart().cudaProfilerStop()
+        d = result_dict(args, obj, warm_s, ev_ms, host_ms, wall, "nsys")
+        with open(os.path.join(args.out, "nsys_timing.json"), "w") as f:
+            json.dump(d, f, indent=1)
+        s = d["step_ms_cuda_events"]
+        print(f"[nsys] {args.scenario}/{args.variant}: 12-step mean {s['mean']:.3f} ms (under nsys)")
+
+
+if __name__ == "__main__":
+    main()

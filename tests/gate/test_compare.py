@@ -1,0 +1,176 @@
+"""The gate's decisions, on a real H100 run and on controlled edits of it.
+
+Each edit changes exactly what a case is about (the step times, a count, a finding) in the
+`GateInput` of `mfu_2gpu_before.sqlite`, so the expected verdict follows from the policy alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from advisor.errors import AnalysisError, ExitCode
+from advisor.gate.compare import Policy, compare
+from advisor.gate.inputs import FindingRow, GateInput, KernelRow
+
+from .conftest import MFU_BEFORE, needs_traces
+
+pytestmark = needs_traces
+
+GELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAKernelImpl("
+        "at::TensorIteratorBase&, at::native::GeluType)::{lambda()#2}::operator()() const>"
+        "(int, at::native::GeluCUDAKernelImpl, std::array<char*, 2ul>)")
+
+
+@pytest.fixture(scope="module")
+def base(gate_input) -> GateInput:
+    return gate_input(MFU_BEFORE)
+
+
+def scaled(x: GateInput, steps: float = 1.0, busy: float = 1.0, launches: float = 1.0) -> GateInput:
+    return replace(
+        x,
+        step_times_ms=tuple(t * steps for t in x.step_times_ms),
+        gpu_busy_ms=tuple(t * busy for t in x.gpu_busy_ms),
+        launch_interval_ms={k: v * launches for k, v in x.launch_interval_ms.items()},
+        categories_ms={k: v * busy for k, v in x.categories_ms.items()},
+    )
+
+
+def with_counts(x: GateInput, **changes: float) -> GateInput:
+    return replace(x, counts={**x.counts, **changes})
+
+
+def test_the_same_run_twice_passes(base):
+    r = compare(base, base)
+    assert r.exit_code == ExitCode.OK
+    assert r.timing.verdict == "unchanged"
+    assert not r.regressions
+
+
+def test_a_uniformly_slower_host_is_noise_not_a_regression(base):
+    cand = scaled(base, steps=1.10, launches=1.15)
+    r = compare(base, cand)
+    assert r.timing.verdict == "slower"
+    assert r.host_noise is not None and r.host_noise.is_noise
+    assert r.exit_code == ExitCode.OK
+    assert any(n.startswith("host timing noise") for n in r.notes)
+
+
+def test_a_local_host_slowdown_fails(base):
+    r = compare(base, scaled(base, steps=1.10, launches=1.0))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    assert r.failures[0].kind == "step-time"
+    assert "slowdown is local" in " ".join(r.host_noise.reasons)
+
+
+def test_slower_gpu_work_fails_even_with_a_slower_host(base):
+    r = compare(base, scaled(base, steps=1.10, busy=1.10, launches=1.15))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    assert not r.host_noise.is_noise
+
+
+def test_a_new_sync_fails_without_a_step_time_change_naming_its_rule(base):
+    cand = with_counts(base, sync_calls=base.counts["sync_calls"] + 2)
+    r = compare(base, cand)
+    assert r.timing.verdict == "unchanged"
+    assert r.exit_code == ExitCode.GATE_FAILED
+    assert [reg.rules for reg in r.failures] == [("host-sync",)]
+    assert r.failures[0].codes == ("HOST001",)
+
+
+def test_allow_accepts_a_rule_by_name_or_code(base):
+    cand = with_counts(base, sync_calls=base.counts["sync_calls"] + 2)
+    for allowed in ("host-sync", "HOST001"):
+        r = compare(base, cand, Policy(allow=frozenset({allowed})))
+        assert r.exit_code == ExitCode.OK
+        assert r.regressions and all(reg.allowed for reg in r.regressions)
+
+
+def test_a_slower_step_is_allowed_only_when_every_rule_it_names_is(base):
+    cand = with_counts(scaled(base, steps=1.2, busy=1.0, launches=1.0),
+                       sync_calls=base.counts["sync_calls"] + 1,
+                       pageable_copies=base.counts["pageable_copies"] + 1)
+    r = compare(base, cand, Policy(allow=frozenset({"host-sync"})))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    step = next(reg for reg in r.regressions if reg.kind == "step-time")
+    assert set(step.rules) == {"host-sync", "pageable-memcpy"} and not step.allowed
+    r = compare(base, cand, Policy(allow=frozenset({"host-sync", "pageable-memcpy"})))
+    assert r.exit_code == ExitCode.OK
+
+
+def test_new_pageable_copies_and_lost_graph_replays_name_their_rules(base):
+    assert compare(base, with_counts(base, pageable_copies=3)).failures[0].rules == (
+        "pageable-memcpy",)
+    graphed = with_counts(base, graph_launches=1)
+    assert compare(graphed, with_counts(base, graph_launches=0)).failures[0].rules == (
+        "uncaptured-cuda-graph",)
+
+
+def test_a_newly_unfused_gelu_names_its_rule(base):
+    gelu = KernelRow(GELU, "elementwise", 4, 0.2)
+    r = compare(base, replace(base, kernels=(*base.kernels, gelu)))
+    assert [reg.rules for reg in r.failures] == [("unfused-gemm-gelu",)]
+    # Twice the GEMMs with the new GELUs: a bigger model, not an unfused epilogue.
+    more_layers = tuple(replace(k, count_per_step=k.count_per_step * 2)
+                        if k.category == "gemm" else k for k in base.kernels)
+    assert compare(base, replace(base, kernels=(*more_layers, gelu))).exit_code == ExitCode.OK
+
+
+def test_a_new_finding_fails_and_names_the_rule(base):
+    finding = FindingRow("host-sync", "HOST001", 1.08, 1.3, "the host waits", True)
+    r = compare(base, replace(base, findings=(*base.findings, finding)))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    assert r.failures[0].kind == "finding" and "new finding" in r.failures[0].summary
+
+
+def test_a_finding_crossing_the_reporting_threshold_is_not_new(base):
+    weak = FindingRow("fp32-matmul", "PREC001", 1.019, 0.30, "", False)
+    strong = FindingRow("fp32-matmul", "PREC001", 1.021, 0.33, "fp32 GEMMs", True)
+    r = compare(replace(base, findings=(weak,)), replace(base, findings=(strong,)))
+    assert [f.status for f in r.findings] == ["same"]
+    assert r.exit_code == ExitCode.OK
+
+
+def test_a_fixed_finding_is_reported_as_improved(base):
+    strong = FindingRow("fp32-matmul", "PREC001", 1.2, 2.8, "fp32 GEMMs", True)
+    r = compare(replace(base, findings=(strong,)), replace(base, findings=()))
+    assert [f.status for f in r.findings] == ["fixed"]
+    assert r.exit_code == ExitCode.OK
+
+
+def test_too_few_steps_is_inconclusive(base):
+    r = compare(replace(base, step_times_ms=base.step_times_ms[:3]), base)
+    assert r.status == "inconclusive" and r.exit_code == ExitCode.BAD_INPUT
+
+
+def test_a_regression_outranks_inconclusive_timing(base):
+    cand = with_counts(replace(base, step_times_ms=base.step_times_ms[:3]), sync_calls=5)
+    assert compare(base, cand).exit_code == ExitCode.GATE_FAILED
+
+
+def test_no_steps_cannot_be_compared(base):
+    with pytest.raises(AnalysisError, match="no steady-state training steps"):
+        compare(base, replace(base, step_times_ms=()))
+
+
+def test_a_different_kernel_mix_is_a_different_workload(base):
+    other = tuple(replace(k, name=f"other_{i}") for i, k in enumerate(base.kernels)
+                  if k.category not in ("gemm", "attention", "convolution"))
+    with pytest.raises(AnalysisError, match="different workloads"):
+        compare(base, replace(base, kernels=other))
+
+
+def test_different_gpus_or_profilers_cannot_be_compared(base):
+    with pytest.raises(AnalysisError, match="different GPUs"):
+        compare(replace(base, gpus=("NVIDIA H100 80GB HBM3",)), replace(base, gpus=("NVIDIA A100",)))
+    with pytest.raises(AnalysisError, match="different profilers"):
+        compare(base, replace(base, trace_format="kineto-json"))
+
+
+def test_a_graph_replay_hiding_every_kernel_skips_the_workload_check(base):
+    graph = (KernelRow("CUDA graph 1", "cuda-graph", 1, 12.0),)
+    r = compare(replace(base, kernels=graph, counts={**base.counts, "graph_launches": 1}), base)
+    assert any("workload check skipped" in n for n in r.notes)
+    assert r.failures[0].rules == ("uncaptured-cuda-graph",)

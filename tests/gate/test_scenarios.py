@@ -1,0 +1,107 @@
+"""The gate on our H100 rule scenarios (pylint's bad/good idea, across two runs).
+
+For every rule whose scenario has both variants in ``fixtures/scenarios/<rule>/{good,bad}/``:
+the fixed -> bad pair fails naming the rule, the bad -> fixed pair passes, and a capture gated
+against itself passes; a second capture of the same code (``*_repeat.*``), where one exists,
+passes too. The nsys export and the torch.profiler trace of a variant are two profilers, never a
+pair. The CLI runs on saved JSON results written from the same analyses, so both input paths are
+covered without analysing a trace twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.errors import ExitCode
+from advisor.gate.compare import compare
+
+from .conftest import SCENARIOS, run_cli
+
+CAPTURES = ("nsys.sqlite.gz", "trace.json.gz")
+
+
+def _pairs() -> list[tuple[str, str]]:
+    out = []
+    for rule_dir in sorted(SCENARIOS.glob("*/")) if SCENARIOS.exists() else []:
+        for capture in CAPTURES:
+            if all((rule_dir / v / capture).exists() for v in ("good", "bad")):
+                out.append((rule_dir.name, capture))
+    return out
+
+
+def _singles() -> list[Path]:
+    return sorted(p for c in CAPTURES for p in SCENARIOS.glob(f"*/*/{c}")) \
+        if SCENARIOS.exists() else []
+
+
+def _repeats() -> list[tuple[Path, Path]]:
+    out = []
+    for c in CAPTURES:
+        stem, _, ext = c.partition(".")
+        for repeat in sorted(SCENARIOS.glob(f"*/*/{stem}_repeat.{ext}")) if SCENARIOS.exists() \
+                else []:
+            if (repeat.parent / c).exists():
+                out.append((repeat.parent / c, repeat))
+    return out
+
+
+PAIRS = _pairs()
+no_scenarios = pytest.mark.skipif(not PAIRS, reason="no scenario captures in fixtures/scenarios")
+
+
+def _id(pair: tuple[str, str]) -> str:
+    return f"{pair[0]}-{pair[1].split('.')[0]}"
+
+
+@no_scenarios
+@pytest.mark.parametrize("pair", PAIRS, ids=[_id(p) for p in PAIRS])
+def test_introducing_the_anti_pattern_fails_naming_the_rule(pair, gate_input, saved_result):
+    rule, capture = pair
+    good, bad = (SCENARIOS / rule / v / capture for v in ("good", "bad"))
+    result = compare(gate_input(good), gate_input(bad))
+    assert result.exit_code == ExitCode.GATE_FAILED, [r.summary for r in result.regressions]
+    assert rule in {r for reg in result.failures for r in reg.rules}
+    cli = run_cli(["gate", str(saved_result(good)), str(saved_result(bad))])
+    assert cli.exit_code == 1, cli.stderr
+    assert rule in cli.stdout
+
+
+@no_scenarios
+@pytest.mark.parametrize("pair", PAIRS, ids=[_id(p) for p in PAIRS])
+def test_fixing_the_anti_pattern_passes(pair, gate_input, saved_result):
+    rule, capture = pair
+    good, bad = (SCENARIOS / rule / v / capture for v in ("good", "bad"))
+    result = compare(gate_input(bad), gate_input(good))
+    assert result.exit_code == ExitCode.OK, [r.summary for r in result.regressions] + list(
+        result.inconclusive)
+    assert any(f.rule == rule and f.status in ("fixed", "better") for f in result.findings) or \
+        result.timing.verdict == "faster"
+    cli = run_cli(["gate", str(saved_result(bad)), str(saved_result(good))])
+    assert cli.exit_code == 0, cli.stdout + cli.stderr
+
+
+SINGLES = _singles()
+
+
+@pytest.mark.skipif(not SINGLES, reason="no scenario captures in fixtures/scenarios")
+@pytest.mark.parametrize("trace", SINGLES, ids=["-".join(p.parts[-3:-1]) + "-" +
+                                                 p.name.split(".")[0] for p in SINGLES])
+def test_a_capture_against_itself_passes(trace, gate_input):
+    result = compare(gate_input(trace), gate_input(trace))
+    assert result.exit_code == ExitCode.OK, list(result.inconclusive)
+    assert not result.regressions
+
+
+REPEATS = _repeats()
+
+
+@pytest.mark.skipif(not REPEATS, reason="no second capture of identical code in the scenarios")
+@pytest.mark.parametrize("pair", REPEATS, ids=["-".join(p[1].parts[-3:]) for p in REPEATS])
+def test_two_captures_of_identical_code_pass(pair, gate_input):
+    first, second = pair
+    for a, b in ((first, second), (second, first)):
+        result = compare(gate_input(a), gate_input(b))
+        assert result.exit_code == ExitCode.OK, [r.summary for r in result.regressions] + list(
+            result.inconclusive)
