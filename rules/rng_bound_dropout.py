@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -18,19 +19,22 @@ are generated inside the neighbouring kernel (the fused kernel still computes th
 Philox costs about half of a dropout kernel that moves 2 bytes/element in and out)."""
 
 
-_RNG_ONLY_TOKENS = {"native", "dropout", "rand", "randn", "bernoulli", "like", "philox", "seed",
-                    "inductor", "lookup", "seeds", "mul", "div"}
+_FUSED_WITH = {"add", "gelu", "relu", "silu", "bias", "residual", "norm", "layernorm", "rmsnorm",
+               "softmax", "attn", "attention", "matmul", "mm", "gemm", "tanh", "sigmoid", "swiglu"}
+"""Op names that, next to "dropout" in a kernel's name, say the dropout is fused into that op
+(``triton_poi_fused_add_native_dropout_0``, a hand-written ``dropout_add_fwd``)."""
+_BACKWARD = {"bwd", "backward", "grad"}
 
 
 def is_standalone_rng(name: str) -> bool:
-    """An RNG kernel that does nothing else. Triton kernels fusing dropout with other work
-    (``triton_poi_fused_add_native_dropout_0``) are the fix, not the problem."""
+    """A kernel that generates random numbers and does nothing else.
+
+    Kernels fusing dropout with other work are the fix, not the problem; backward kernels apply
+    a saved mask or a seed and are not where dropout's random numbers are generated."""
     if classify_name(name) is not KernelCategory.RNG:
         return False
-    if name.startswith("triton"):
-        tokens = name.split("fused_", 1)[-1].split("_")
-        return all(t in _RNG_ONLY_TOKENS or t.isdigit() for t in tokens)
-    return True
+    tokens = set(re.split(r"[^a-z0-9]+", short_name(name, limit=400).lower()))
+    return not (tokens & _FUSED_WITH or tokens & _BACKWARD)
 
 
 class RngBoundDropout(Rule):

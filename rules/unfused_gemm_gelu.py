@@ -44,14 +44,22 @@ class UnfusedGemmGelu(Rule):
     Use instead
     -----------
     ```python
-    h = torch._addmm_activation(b1, x, w1.t(), use_gelu=True)   # cuBLASLt GELU epilogue
-    # Transformer Engine: te.LayerNormMLP(..., activation="gelu"); or torch.compile
+    # Transformer Engine fuses GELU (forward) and dGELU (backward) into cuBLASLt epilogues:
+    mlp = te.LayerNormMLP(hidden, ffn, activation="gelu")
+    # PyTorch alone: the epilogue where autograd is off (eval, or the first pass of
+    # activation checkpointing; torch._addmm_activation has no backward):
+    if not torch.is_grad_enabled():
+        h = torch._addmm_activation(b1, x2d, w1.t(), use_gelu=True)
+    else:
+        h = F.gelu(F.linear(x, w1, b1))
     ```
 
     Speedup model
     -------------
     Replay of the analysed steps with the forward GELU kernels that follow a GEMM removed (the
-    epilogue's cost hides in the GEMM). Low bound: 15% of each GELU's time stays in the epilogue.
+    epilogue's cost hides in the GEMM). When phases are marked, pairs in the backward phase
+    (activation recomputation) are left alone. Low bound: 15% of each GELU's time stays in the
+    epilogue.
 
     Known false positives
     ---------------------
@@ -96,7 +104,9 @@ class UnfusedGemmGelu(Rule):
             ),
             fix=Fix(
                 title="Fuse GELU into the GEMM epilogue",
-                snippet="h = torch._addmm_activation(b1, x, w1.t(), use_gelu=True)",
+                snippet=("mlp = te.LayerNormMLP(hidden, ffn, activation='gelu')  # Transformer Engine\n"
+                         "# or, where autograd is off (eval, checkpointed first pass):\n"
+                         "h = torch._addmm_activation(b1, x2d, w1.t(), use_gelu=True)"),
             ),
             effects=[DropOps(ids)],
             low_effects=[DropOps(ids, EPILOGUE_KEEP)],

@@ -47,7 +47,9 @@ _PATTERNS: list[tuple[KernelCategory, re.Pattern[str]]] = [
     (KernelCategory.SOFTMAX, re.compile(r"softmax", re.I)),
     (KernelCategory.NORM, re.compile(r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm"
                                      r"|bn_fw|bn_bw|welford|cudnn_bn", re.I)),
-    (KernelCategory.OPTIMIZER, re.compile(r"multi_tensor_apply|adam|sgd|lamb|fused_.*optim", re.I)),
+    # (no bare "lamb": it matches the "{lambda()#1}" in every templated ATen kernel name)
+    (KernelCategory.OPTIMIZER, re.compile(r"multi_tensor_apply|adamw?_|_adam|fused_adam|sgd_|_sgd|"
+                                          r"\blamb_|fused_.*optim", re.I)),
     (KernelCategory.REDUCTION, re.compile(r"reduce|argmax|argmin|cumsum|scan|sum_kernel|norm_kernel"
                                           r"|topk|sort", re.I)),
     (KernelCategory.ELEMENTWISE, re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi"
@@ -63,6 +65,9 @@ _FP32_GEMM = re.compile(
 )
 _TF32_GEMM = re.compile(r"tf32|_s1688|1688gemm|_tf32_", re.I)
 _FP8_GEMM = re.compile(r"e4m3|e5m2|fp8|f8f8|_e4m3|qmma", re.I)
+_NVJET_TYPES = re.compile(r"nvjet_(?:sm\d+_)?([a-z]{3,6})_")
+"""cuBLAS's nvjet kernels name their operand types in one token (``nvjet_sm90_tst_...``):
+q/r are FP8 (e4m3/e5m2), t/h are BF16/FP16, s is FP32 (scales and accumulators)."""
 _HALF_GEMM = re.compile(r"bf16|f16|h\d+gemm|hgemm|_h1688|_h16816|half|s16816gemm_(?:bf)?f?16", re.I)
 _GELU = re.compile(r"gelu", re.I)
 _GELU_EPILOGUE = re.compile(r"gelu.*(?:gemm|nvjet|xmma|cutlass)|(?:gemm|nvjet|xmma|cutlass).*gelu"
@@ -89,6 +94,15 @@ def classify(op: GpuOp) -> KernelCategory:
 
 def gemm_precision(name: str) -> str:
     """"fp8", "fp16/bf16", "tf32", "fp32" or "unknown" for a GEMM/conv kernel name."""
+    nvjet = _NVJET_TYPES.search(name)
+    if nvjet:
+        types = nvjet.group(1)
+        if "q" in types or "r" in types:
+            return "fp8"
+        if "t" in types or "h" in types:
+            return "fp16/bf16"
+        if set(types) == {"s"}:
+            return "fp32"
     if _FP8_GEMM.search(name):
         return "fp8"
     if _TF32_GEMM.search(name):

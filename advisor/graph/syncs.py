@@ -1,7 +1,8 @@
 """Which host calls waited for the GPU, and for which GPU op.
 
-A call waited when it may block by its semantics (`api_names.may_block`) and an op launched
-before it finished while the call was still running: the host was held until that op's end.
+A call waited when it may block by its semantics (`api_names.may_block`), or is a launch held
+by a full launch queue, and an op launched before it finished while the call was still running:
+the host was held until that op's end.
 This is read off the timestamps, so it finds implicit syncs too (a pageable ``cudaMemcpyAsync``,
 a ``cudaFree``), whatever the trace format.
 """
@@ -14,10 +15,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from advisor.graph.api_names import may_block
+from advisor.graph.api_names import is_launch, may_block
 
 if TYPE_CHECKING:
     from advisor.graph.model import ApiCall, GpuOp, OpGraph
+
+LAUNCH_QUEUE_BLOCK_NS = 50_000
+"""A launch that takes longer than this was blocked: when the host runs ~1000 launches ahead
+of the GPU, CUDA's launch queue is full and each launch waits for a kernel to finish (normal
+launches take 2-10 µs). Such a launch is a wait on the GPU like a sync."""
 
 END_SLACK_NS = 2_000
 """A wait returns a few microseconds after the op it waited for ends (the host polls or is woken):
@@ -47,7 +53,10 @@ def host_waits(graph: OpGraph, calls: Iterable[ApiCall] | None = None) -> list[H
     index = _ops_by_pid_end(graph)
     out: list[HostWait] = []
     for call in graph.api_calls if calls is None else calls:
-        if not may_block(call.name):
+        if not may_block(call.name) and not (
+            (is_launch(call.name) or call.name.startswith("cudaMemsetAsync"))
+            and call.duration_ns > LAUNCH_QUEUE_BLOCK_NS
+        ):
             continue
         ends, ops = index.get(call.pid, ([], []))
         lo = bisect_left(ends, call.start_ns)

@@ -25,7 +25,7 @@ from advisor.report import html_view as view
 from advisor.report import palette
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
 from advisor.report.step_chart import step_chart
-from advisor.report.timeline_view import build_timeline, representative_step
+from advisor.report.timeline_view import build_timeline, cited_events, representative_step
 
 TEMPLATES = "advisor.report.templates"
 
@@ -60,7 +60,6 @@ def _context(analysis: Analysis) -> dict[str, Any]:
     rep = representative_step(analysis.summary)
     rep_index = next((i for i, s in enumerate(analysis.graph.steps) if rep and s is rep.step), None)
     median_ms = steps["median_ms"]
-    keys = view.timeline_keys(timeline)
     combined = analysis.results.combined
     categories = report["kernels"]["by_category_ms"]
     busy = steps["gpu_busy_ms"]
@@ -73,7 +72,8 @@ def _context(analysis: Analysis) -> dict[str, Any]:
         "software": view.software_items(trace),
         "busy_share": (busy / median_ms) if busy is not None and median_ms else None,
         "combined": combined,
-        "findings": [view.finding_view(f, median_ms, keys) for f in report["findings"]],
+        "findings": [view.finding_view(f, median_ms, cited_events(timeline, analysis.graph, f["evidence"]))
+                     for f in report["findings"]],
         "below_threshold": analysis.results.below_threshold,
         "timeline": timeline,
         "legend": view.legend(timeline),

@@ -65,7 +65,7 @@ _WORDS = {"gpu": "GPU", "cpu": "CPU", "gemm": "GEMM", "gemms": "GEMMs", "fp32": 
 _UNITS = (
     ("_ns_per_step", "time/step"), ("_bytes_per_step", "bytes/step"), ("_gb_per_s", "GB/s"),
     ("_per_step", "count/step"), ("_ns", "time"), ("_bytes", "bytes"), ("_share", "share"),
-    ("_fraction", "share"), ("_cv", "share"), ("_ratio", "ratio"),
+    ("_fraction", "share"), ("_ratio", "ratio"),
 )
 
 
@@ -75,29 +75,31 @@ def _humanize(stem: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def _with_unit(unit: str, label: str, value: float) -> tuple[str, str]:
+    if unit == "time/step":
+        return f"{label} time", f"{fmt_ns(value)} / step"
+    if unit == "bytes/step":
+        return f"{label} bytes", f"{fmt_bytes(value)} / step"
+    if unit == "count/step":
+        return label, f"{fmt_count(value)} / step"
+    if unit == "time":
+        return f"{label} time", fmt_ns(value)
+    if unit == "bytes":
+        return f"{label} bytes", fmt_bytes(value)
+    if unit == "GB/s":
+        return f"{label} bandwidth", f"{value:.3g} GB/s"
+    if unit == "share":
+        return f"{label} share", fmt_pct(value, 1)
+    return label, f"{value:.3g}"
+
+
 def quantity(key: str, value: float) -> tuple[str, str]:
     """(label, formatted value) for an evidence quantity named ``<what>_<unit>``."""
+    if key.endswith("_cv"):  # a coefficient of variation: a share that names itself
+        return _humanize(key), fmt_pct(value, 1)
     for suffix, unit in _UNITS:
         if key.endswith(suffix):
-            stem = key[: -len(suffix)]
-            if suffix == "_cv":
-                stem += "_cv"
-            label = _humanize(stem)
-            if unit == "time/step":
-                return label, f"{fmt_ns(value)} / step"
-            if unit == "bytes/step":
-                return label, f"{fmt_bytes(value)} / step"
-            if unit == "count/step":
-                return label, f"{fmt_count(value)} / step"
-            if unit == "time":
-                return label, fmt_ns(value)
-            if unit == "bytes":
-                return label, fmt_bytes(value)
-            if unit == "GB/s":
-                return label, f"{value:.3g} GB/s"
-            if unit == "share":
-                return label, fmt_pct(value, 1)
-            return label, f"{value:.3g}"
+            return _with_unit(unit, _humanize(key[: -len(suffix)]), value)
     return _humanize(key), fmt_count(value)
 
 
@@ -160,10 +162,9 @@ def trace_name(path: str) -> str:
 
 # ----- findings ----------------------------------------------------------------------------
 
-def finding_view(f: dict[str, Any], step_ms: float | None, timeline_keys: set[str]) -> dict[str, Any]:
-    """A finding of `to_dict` with its numbers formatted and its timeline matches counted."""
+def finding_view(f: dict[str, Any], step_ms: float | None, shown: list[str]) -> dict[str, Any]:
+    """A finding of `to_dict` with its numbers formatted; ``shown``: its events in the timeline."""
     ev = f["evidence"]
-    shown = [n for n in ev["node_ids"] if n in timeline_keys]
     return {
         **f,
         "speedup_text": fmt_x(f["estimated_speedup"]),
@@ -176,14 +177,6 @@ def finding_view(f: dict[str, Any], step_ms: float | None, timeline_keys: set[st
         "timeline_ids": shown,
         "slug": re.sub(r"[^a-z0-9-]", "", f["rule"].lower()) or "finding",
     }
-
-
-def timeline_keys(timeline: dict[str, Any] | None) -> set[str]:
-    """``gpu:ID``/``api:ID``/``range:ID`` of every event drawn, as findings cite them."""
-    if not timeline:
-        return set()
-    return {f"{lane['kind']}:{e[4]}" for lane in timeline["lanes"] if lane["kind"] in ("gpu", "api", "range")
-            for e in lane["ev"] if e[4] >= 0}
 
 
 def legend(timeline: dict[str, Any] | None) -> list[tuple[str, list[tuple[str, str, str]]]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.analysis import Analysis
-from advisor.graph.kernels import classify
+from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import ApiCall, CpuRange, GpuOp, OpGraph, RangeSource, Step
 from advisor.graph.timeline import StepBreakdown, Summary, idle_segments
 from advisor.report import palette
@@ -396,3 +396,33 @@ def build_timeline(analysis: Analysis, caps: Caps | None = None) -> dict[str, An
         return None
     pinned = {n for f in analysis.results.findings for n in f.evidence.node_ids}
     return _Builder(analysis, breakdown, caps or Caps(), pinned).build()
+
+
+def cited_events(timeline: dict[str, Any] | None, graph: OpGraph, evidence: dict[str, Any]) -> list[str]:
+    """Keys (``gpu:ID``, ``api:ID``, ``range:ID``) of the drawn events a finding points at.
+
+    A finding cites a sample of node ids from all analysed steps, which may miss the step
+    drawn; it also names kernels, ranges and API calls, so events of the drawn step with those
+    names count too.
+    """
+    if not timeline:
+        return []
+    nodes = set(evidence.get("node_ids", ()))
+    named = {"gpu": set(evidence.get("kernels", ())), "api": set(evidence.get("api_calls", ())),
+             "range": set(evidence.get("ranges", ()))}
+    ops = {o.id: o for o in graph.gpu_ops} if named["gpu"] else {}
+    keys: list[str] = []
+    for lane in timeline["lanes"]:
+        kind = lane["kind"]
+        if kind not in named:
+            continue
+        for e in lane["ev"]:
+            if e[4] < 0:
+                continue
+            key = f"{kind}:{e[4]}"
+            name = timeline["names"][e[2]]
+            if kind == "gpu" and e[4] in ops:
+                name = short_name(ops[e[4]].name)
+            if key in nodes or (name in named[kind] and not e[7] & OUTSIDE_STEP):
+                keys.append(key)
+    return keys

@@ -144,10 +144,17 @@ def test_hostile_trace_text_stays_text(loaded: Loaded) -> None:
     assert HOSTILE_KERNEL in first.locator(".names li").all_inner_texts()
     first.locator(".show-in-tl").click()  # zooms to the cited (renamed) kernel
     page.wait_for_timeout(100)
-    hit = page.locator("#tl-svg rect.ev.hl").first
+    hit = page.locator('#tl-svg rect.ev.hl[class*="c-k-"]').first
     hit.hover()
     page.wait_for_timeout(50)
     assert page.locator("#tl-tip .tip-name").inner_text().startswith(HOSTILE_KERNEL)
+    kernel = hit.bounding_box()  # drag over it on the time axis: zoom to it, so it gets a label
+    axis_y = page.locator("#tl-svg").bounding_box()["y"] + 8
+    page.mouse.move(kernel["x"], axis_y)
+    page.mouse.down()
+    page.mouse.move(kernel["x"] + kernel["width"], axis_y, steps=4)
+    page.mouse.up()
+    page.wait_for_timeout(80)
     labels = svg_texts(page, "#tl-svg text.lbl")
     assert any(t.startswith("<script>") for t in labels)
     screenshot(loaded, "timeline-hostile-zoomed", "#timeline")

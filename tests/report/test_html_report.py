@@ -197,12 +197,12 @@ def test_analyze_command_writes_the_html(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
-    ("gpu_idle_share", 0.4383, ("GPU idle", "43.8%")),
-    ("copy_bytes_per_step", 19267840.0, ("Copy", "19.3 MB / step")),
-    ("host_wait_ns_per_step", 1_910_200.0, ("Host wait", "1.91 ms / step")),
-    ("achieved_gb_per_s", 10.087, ("Achieved", "10.1 GB/s")),
+    ("gpu_idle_share", 0.4383, ("GPU idle share", "43.8%")),
+    ("copy_bytes_per_step", 19267840.0, ("Copy bytes", "19.3 MB / step")),
+    ("host_wait_ns_per_step", 1_910_200.0, ("Host wait time", "1.91 ms / step")),
+    ("achieved_gb_per_s", 10.087, ("Achieved bandwidth", "10.1 GB/s")),
     ("kernels_per_step", 1462.0, ("Kernels", "1,462 / step")),
-    ("median_kernel_ns", 2000.0, ("Median kernel", "2 µs")),
+    ("median_kernel_ns", 2000.0, ("Median kernel time", "2 µs")),
     ("step_time_cv", 0.032, ("Step time CV", "3.2%")),
     ("outlier_steps", 0.0, ("Outlier steps", "0")),
 ])
