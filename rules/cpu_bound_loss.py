@@ -9,8 +9,8 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, DropOps, RemoveWaits
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
 from advisor.graph import api_names
-from advisor.graph.kernels import short_name
-from advisor.graph.model import GpuOpKind, OpGraph
+from advisor.graph.kernels import KernelCategory, classify, short_name
+from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.projection import Projector
 from advisor.graph.queries import (
     graphable_regions,
@@ -26,6 +26,19 @@ from advisor.graph.syncs import host_waits
 MIN_LOSS_SHARE = 0.10
 """The loss must hold at least this share of the step on the GPU timeline before its cost is
 worth a finding of its own (below it, `host-sync` and `uncaptured-cuda-graph` cover the rest)."""
+
+
+def _loss_backward_kernels(graph: OpGraph, steps: list) -> list[GpuOp]:
+    out: list[GpuOp] = []
+    for s in steps:
+        spans = s.phases.get("backward", [])
+        calls = process_calls(graph, [s], lambda c, spans=spans: inside(c.start_ns, spans))
+        for o in launched_ops(graph, calls):
+            if classify(o) in (KernelCategory.GEMM, KernelCategory.CONV):
+                break
+            if o.kind is GpuOpKind.KERNEL:
+                out.append(o)
+    return out
 
 
 class CpuBoundLoss(Rule):
@@ -70,10 +83,10 @@ class CpuBoundLoss(Rule):
     Speedup model
     -------------
     Replay of the analysed steps with the MLPerf fix applied: the loss's host waits removed, the
-    per-sample loop vectorized (each distinct loss kernel runs once per step instead of once per
-    sample: small kernels cost about the same for one sample or a batch), and the step after its
-    data phase captured as one CUDA graph. Low bound: the loop's kernels all kept (only syncs
-    removed and the step graphed).
+    per-sample loop vectorized (each distinct kernel of the loss, and of the loss's backward,
+    runs once per step instead of once per sample: small kernels cost about the same for one
+    sample or a batch), and the step after its data phase captured as one CUDA graph. Low bound:
+    the loop's kernels all kept (only syncs removed and the step graphed).
 
     Known false positives
     ---------------------
@@ -107,17 +120,21 @@ class CpuBoundLoss(Rule):
         if share < MIN_LOSS_SHARE or not (waits or len(kernels) > 2 * len(steps)):
             return
         kernel_busy = sum(o.duration_ns for o in kernels)
-        # The per-sample loop: per step, every launch of a kernel name after its first.
-        seen: set[tuple[int, str]] = set()
+        # The per-sample loop: per step, every launch of a kernel name after its first, in the
+        # loss and in the loss's own backward (reverse mode runs it first: the backward
+        # kernels launched before the model's first GEMM or convolution).
+        loss_backward = _loss_backward_kernels(graph, steps)
+        seen: set[tuple[int, str, str]] = set()
         repeats = []
-        for o in kernels:
-            call = graph.launcher(o)
-            s = step_of(steps, call.start_ns) if call else None
-            key = (s.index if s else -1, o.name)
-            if key in seen:
-                repeats.append(o)
-            else:
-                seen.add(key)
+        for part, ops in (("loss", kernels), ("backward", loss_backward)):
+            for o in ops:
+                call = graph.launcher(o)
+                s = step_of(steps, call.start_ns) if call else None
+                key = (s.index if s else -1, part, o.name)
+                if key in seen:
+                    repeats.append(o)
+                else:
+                    seen.add(key)
         counts = Counter(short_name(o.name) for o in kernels)
         regions = graphable_regions(steps)
         all_waits = host_waits(graph, process_calls(graph, steps, lambda c: api_names.may_block(c.name)))

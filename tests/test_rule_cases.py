@@ -17,7 +17,7 @@ from advisor.engine.registry import load_rules
 from tests.conftest import ROOT, SCENARIOS
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import validate_rules  # noqa: E402
+import validate_rules
 
 RULES = [r.name for r in load_rules()]
 FORMATS = ("nsys", "kineto")

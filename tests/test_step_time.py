@@ -1,9 +1,10 @@
 """The step time advisor reports from a trace matches the step time measured without a profiler.
 
 Each H100 scenario was timed with no profiler attached (>= 30 steps after warm-up, CUDA events
-at step boundaries) and captured under Nsight Systems; the steady-state step time advisor reads
-from the nsys export must agree within 10%. (torch.profiler adds host overhead per operator, so
-its traces are checked only where the GPU, not the host, sets the pace.)
+at step boundaries) and captured under Nsight Systems. A profiler slows the host, so a
+host-bound step is slower in its trace than in the job: advisor reports the trace's step time
+and the step replayed without the profiler's host overhead (``steps.unprofiled_mean_ms``). The
+latter must agree with the measurement within 10%; where the GPU sets the pace both do.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def test_reported_step_time_matches_unprofiled_measurement(rule, variant, unpack
     d = SCENARIOS / rule / variant
     timing = json.loads((d / "timing.json").read_text())
     analysis = analyze(unpacked(d / "nsys.sqlite.gz"))
-    reported = analysis.summary.mean_step_ns / 1e6
+    reported = analysis.results.unprofiled_mean_ns / 1e6
     measured = measured_mean_ms(timing)
     assert abs(reported - measured) / measured <= 0.10, (
         f"{rule}/{variant}: reported {reported:.3f} ms, measured {measured:.3f} ms")

@@ -24,6 +24,8 @@ class RuleResults:
     baseline_error: float | None = None  # |replay - observed| / observed of the unmodified model
     below_threshold: list[Finding] = field(default_factory=list)
     profiler_overhead_ns: float | None = None  # host time per step the profiler itself added
+    unprofiled_median_ns: float | None = None  # the step replayed without that overhead
+    unprofiled_mean_ns: float | None = None
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:
@@ -84,5 +86,7 @@ def run_rules(
             assumptions=("fixes do not interact beyond what the replay models",),
             basis=basis,
         )
+    unprofiled = (ctx.baseline.median_ns, ctx.baseline.mean_ns) if profiler_overhead is not None \
+        else (None, None)
     return RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
-                       profiler_overhead)
+                       profiler_overhead, *unprofiled)

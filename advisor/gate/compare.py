@@ -3,13 +3,16 @@
 Evidence, in order:
 
 1. Comparable runs (`workload`), else exit 2.
-2. Anti-patterns introduced: rule findings that are new or worse (`findings`), and counts that
-   show a rule's anti-pattern appearing (`signals`). Each fails on its own, however small the
-   step-time change, naming the rule, unless ``--allow``-ed.
+2. Anti-patterns introduced: rule findings that are new or worse (`findings`; not those merely
+   unmasked), and counts that show a rule's anti-pattern appearing, confirmed by the rule
+   (`signals`). Each fails on its own, however small the step-time change, naming the rule,
+   unless ``--allow``-ed.
 3. The step time (`timing`): slower beyond the threshold and the runs' noise fails, unless the
-   slowdown is host timing noise (`noise`). It names the rules implicated in it; it is allowed
-   only when all of those are, and there is at least one.
-4. Otherwise a step-time verdict that cannot be reached (too few steps, too noisy) is exit 2.
+   slowdown is host timing noise (`noise`; findings whose estimates moved with the host are then
+   excused too). It names the rules implicated in it; it is allowed only when all of those are,
+   and there is at least one.
+4. Otherwise a step-time verdict that cannot be reached (too few steps, too noisy, a host-only
+   slowdown under torch.profiler) is exit 2.
 
 The exit code is `GateResult.exit_code`, the only place it is decided.
 """
@@ -21,9 +24,14 @@ from dataclasses import dataclass, field
 
 from advisor.errors import ExitCode
 from advisor.gate.attribution import Attribution, attribute
-from advisor.gate.findings import FindingChange, compare_findings
+from advisor.gate.findings import (
+    FindingChange,
+    compare_findings,
+    mark_host_noise,
+    mark_unmasked,
+)
 from advisor.gate.inputs import GateInput
-from advisor.gate.noise import HostNoise, host_noise
+from advisor.gate.noise import HostNoise, host_noise, profiler_host_only
 from advisor.gate.signals import Signal, anti_pattern_signals
 from advisor.gate.timing import ALPHA, MIN_STEPS, Timing, compare_timing
 from advisor.gate.workload import check_comparable
@@ -133,6 +141,11 @@ def _step_regression(timing: Timing, attribution: Attribution, named: list[Regre
                       allowed)
 
 
+def _signal_notes(signals: Iterable[Signal]) -> list[str]:
+    return [f"{s.rule}: {s.message}, but the rule found no added cost: not counted as a regression"
+            for s in signals if not s.confirmed]
+
+
 def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> GateResult:
     """Compare two runs; raises `AnalysisError` when they cannot be compared at all."""
     policy = policy or Policy()
@@ -142,18 +155,25 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
     codes = _rule_codes()
     timing = compare_timing(base.step_times_ms, cand.step_times_ms, policy.threshold, policy.alpha,
                             policy.min_steps)
-    attribution = attribute(base, cand)
-    changes = compare_findings(base, cand)
+    slower = timing.verdict in ("slower", "noisy")
     signals = anti_pattern_signals(base, cand, set(codes))
-    named = [*_finding_regressions(changes, policy), *_signal_regressions(signals, codes, policy)]
+    confirmed = [s for s in signals if s.confirmed]
+    changes = mark_unmasked(compare_findings(base, cand), base, cand,
+                            {s.rule for s in confirmed}, slower)
+    noise = host_noise(base, cand, timing.change, policy.threshold) if slower else None
+    if noise is not None and noise.is_noise and not confirmed:
+        changes = mark_host_noise(changes)
+    named = [*_finding_regressions(changes, policy),
+             *_signal_regressions(confirmed, codes, policy)]
     regressions = list(named)
     inconclusive: list[str] = []
-    noise = None
-    if timing.verdict in ("slower", "noisy"):
-        noise = host_noise(base, cand, timing.change, policy.threshold)
-    if noise is not None and noise.is_noise and not named:
+    profiler = profiler_host_only(base, cand, policy.threshold) if slower and not named else None
+    attribution = attribute(base, cand)
+    if noise is not None and noise.is_noise and not confirmed:
         notes.append(f"host timing noise: step time {timing.describe()}, but "
                      + "; ".join(noise.reasons))
+    elif profiler:
+        inconclusive.append(f"step time {timing.describe()}: {profiler}")
     elif timing.verdict == "slower":
         regressions.insert(0, _step_regression(timing, attribution, named, policy))
     elif timing.verdict == "noisy":
@@ -163,6 +183,11 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
     elif timing.verdict == "too few steps":
         inconclusive.append(f"too few steady steps to compare step times ({timing.n_base} and "
                             f"{timing.n_cand}; at least {policy.min_steps} each)")
+    notes.extend(_signal_notes(signals))
+    notes.extend(f"{f.rule}: {f.status} finding ({f.base_saved_ms:.3f} -> {f.cand_saved_ms:.3f} "
+                 "ms/step): " + ("the pattern did not grow; other time moved"
+                                 if f.status == "unmasked" else "its estimate moved with the host")
+                 for f in changes if f.status in ("unmasked", "host-noise"))
     for x, role in ((base, "baseline"), (cand, "candidate")):
         notes.extend(f"{role}: rule {r} did not run: {why}" for r, why in x.skipped.items()
                      if r not in (base.skipped if x is cand else cand.skipped))

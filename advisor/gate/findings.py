@@ -5,14 +5,21 @@ estimate), not on their speedup ratios, which move whenever the step time moves.
 matched under the reporting threshold in the baseline (`below_threshold`) counts with its saving,
 so an anti-pattern hovering around the threshold does not flip between "new" and "fixed" from one
 capture to the next.
+
+A finding can also grow without the candidate introducing anything: fix a host sync and the
+launch overhead it hid becomes the critical path; move GEMMs from FP32 to BF16 and they become
+FP8 candidates. Such a finding is "unmasked", reported but not a regression, when the counts show
+the pattern did not grow (`signals`) or the rule points at an upgrade rather than a mistake, and
+the step did not get slower.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from advisor.gate.inputs import FindingRow, GateInput
+from advisor.gate.signals import SIGNAL_RULES, counts_comparable
 
 MIN_DELTA_FRACTION = 0.01
 """A finding changes only if its saving moved by at least this share of the baseline step:
@@ -20,6 +27,11 @@ below it two captures of the same code disagree."""
 
 WORSE_RATIO = 1.25
 """A finding present in both runs is worse when its saving grew by at least this factor."""
+
+
+OPPORTUNITY_RULES = frozenset({"fp8-candidate"})
+"""Rules that point at an upgrade, not a mistake: a change exposes them (BF16 GEMMs are FP8
+candidates, FP32 ones are not) without introducing anything."""
 
 
 @dataclass(frozen=True)
@@ -35,7 +47,7 @@ class RuleCost:
 class FindingChange:
     rule: str
     code: str
-    status: str  # "new", "worse", "fixed", "better" or "same"
+    status: str  # "new", "worse", "unmasked", "host-noise", "fixed", "better" or "same"
     base_saved_ms: float
     cand_saved_ms: float
     cand_speedup: float | None  # the candidate's estimated speedup from fixing it
@@ -98,5 +110,37 @@ def compare_findings(base: GateInput, cand: GateInput) -> list[FindingChange]:
             cand_speedup=cc.speedup if cc and cc.reported else None,
             message=shown.message,
         ))
-    order = {"new": 0, "worse": 1, "fixed": 2, "better": 3, "same": 4}
-    return sorted(out, key=lambda f: (order[f.status], -f.cand_saved_ms))
+    return sorted(out, key=_order)
+
+
+def _order(f: FindingChange) -> tuple[int, float]:
+    order = ("new", "worse", "unmasked", "host-noise", "fixed", "better", "same")
+    return order.index(f.status), -f.cand_saved_ms
+
+
+def introduced(f: FindingChange, base: GateInput, cand: GateInput, grown: set[str],
+               slower: bool) -> bool:
+    """Whether a new or worse finding is the candidate's doing rather than unmasked.
+
+    ``grown``: rules whose anti-pattern counts rose (confirmed signals); ``slower``: the step
+    time regressed (then nothing is excused here: the slowdown needs its explanation).
+    """
+    if slower:
+        return True
+    if f.rule in SIGNAL_RULES and counts_comparable(base, cand, f.rule):
+        return f.rule in grown
+    return f.rule not in OPPORTUNITY_RULES
+
+
+def mark_unmasked(changes: list[FindingChange], base: GateInput, cand: GateInput,
+                  grown: set[str], slower: bool) -> list[FindingChange]:
+    out = [replace(f, status="unmasked")
+           if f.regressed and not introduced(f, base, cand, grown, slower) else f
+           for f in changes]
+    return sorted(out, key=_order)
+
+
+def mark_host_noise(changes: list[FindingChange]) -> list[FindingChange]:
+    """Under host timing noise, estimates that depend on host timing move with it."""
+    return sorted((replace(f, status="host-noise") if f.regressed else f for f in changes),
+                  key=_order)

@@ -6,12 +6,17 @@ The gate also compares what the rules look at but that is exact in any capture: 
 synchronizations, pageable copies and CUDA graph replays per step, and standalone GELU, FP32 GEMM
 and fused attention kernels per step. Two captures of the same code give the same counts, so a
 change here is the code's doing, and it is named by the rule whose anti-pattern it is.
+
+A count that rose is a regression only when the rule agrees it costs something: the rule matched
+the candidate (reported or under its threshold) with a larger saving than the baseline. An event
+synchronization that guards a reused pinned buffer is a new sync, but no host waits on it.
+Kernel counts are not compared when a run's CUDA graph replays hide their kernels.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from advisor.gate.inputs import GateInput, KernelRow
 from advisor.graph.kernels import gemm_precision, is_gelu
@@ -20,12 +25,21 @@ MIN_INCREASE = 1.0
 """A count must grow by at least one per step: medians of integer counts move in whole units."""
 
 
+SIGNAL_RULES = frozenset({"host-sync", "pageable-memcpy", "uncaptured-cuda-graph",
+                          "unfused-gemm-gelu", "fp32-matmul", "unfused-attention"})
+"""Rules whose anti-pattern has a count here: for them, whether a pattern was introduced or was
+already there is read off the counts, not off timing-dependent estimates."""
+
+KERNEL_SIGNAL_RULES = frozenset({"unfused-gemm-gelu", "fp32-matmul", "unfused-attention"})
+
+
 @dataclass(frozen=True)
 class Signal:
     rule: str  # the rule whose anti-pattern this is
     what: str  # what was counted, per step
     base: float
     cand: float
+    confirmed: bool = True  # the rule matched the candidate with a larger saving
 
     @property
     def message(self) -> str:
@@ -61,9 +75,26 @@ def _count_signals(base: GateInput, cand: GateInput) -> list[Signal]:
     return out
 
 
+def hides_kernels(x: GateInput) -> bool:
+    """CUDA graph replays traced as single rows: the kernels inside are not counted."""
+    return any(k.category == "cuda-graph" for k in x.kernels)
+
+
+def kernel_counts_comparable(base: GateInput, cand: GateInput) -> bool:
+    return (base.kernels_complete and cand.kernels_complete and bool(base.kernels)
+            and bool(cand.kernels) and not hides_kernels(base) and not hides_kernels(cand))
+
+
+def counts_comparable(base: GateInput, cand: GateInput, rule: str) -> bool:
+    """Whether the counts behind ``rule``'s signal can be compared between the two runs."""
+    if rule in KERNEL_SIGNAL_RULES:
+        return kernel_counts_comparable(base, cand)
+    return rule in SIGNAL_RULES and bool(base.counts) and bool(cand.counts)
+
+
 def _kernel_signals(base: GateInput, cand: GateInput) -> list[Signal]:
     out: list[Signal] = []
-    if not (base.kernels_complete and cand.kernels_complete and base.kernels and cand.kernels):
+    if not kernel_counts_comparable(base, cand):
         return out
 
     def gelu(k: KernelRow) -> bool:
@@ -95,7 +126,16 @@ def _kernel_signals(base: GateInput, cand: GateInput) -> list[Signal]:
     return out
 
 
+def _saving(x: GateInput, rule: str) -> float:
+    return sum(f.saved_ms for f in x.findings if f.rule == rule)
+
+
 def anti_pattern_signals(base: GateInput, cand: GateInput, known_rules: set[str]) -> list[Signal]:
-    """Count changes that introduce an anti-pattern, for the rules installed here."""
-    return [s for s in _count_signals(base, cand) + _kernel_signals(base, cand)
-            if s.rule in known_rules]
+    """Counts that rose the way an installed rule's anti-pattern does, each marked confirmed
+    when that rule saw a larger cost in the candidate."""
+    out = []
+    for s in _count_signals(base, cand) + _kernel_signals(base, cand):
+        if s.rule in known_rules:
+            confirmed = _saving(cand, s.rule) > _saving(base, s.rule)
+            out.append(replace(s, confirmed=confirmed))
+    return out

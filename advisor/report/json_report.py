@@ -104,6 +104,10 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "max_ms": _ms(max(steady_times)) if steady_times else None,
             "times_ms": [_ms(t) for t in s.all_step_times_ns],
             "gpu_busy_ms": _ms(s.median_busy_ns) if s.steps else None,
+            # The steps replayed without the tracing profiler's host overhead: what the program
+            # takes when it is not being traced (see model_check.profiler_overhead_ms).
+            "unprofiled_median_ms": _ms(r.unprofiled_median_ns),
+            "unprofiled_mean_ms": _ms(r.unprofiled_mean_ns),
             "gpu_idle_ms": _ms(s.median_step_ns - s.median_busy_ns) if s.steps else None,
             "idle_causes_ms": {k: _ms(v) for k, v in s.idle_cause_medians_ns().items()},
             "phases": {k: _ms(v) for k, v in s.phase_medians_ns().items()},

@@ -255,9 +255,8 @@ def test_public_api_outside_advisor_marks_the_scripts_own_profiler():
     try:
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(3):
-                with ac.step():
-                    with ac.phase("forward"):
-                        model(torch.randn(2, 4))
+                with ac.step(), ac.phase("forward"):
+                    model(torch.randn(2, 4))
         names = [e.name for e in prof.events()]
     finally:
         session.activate(None)

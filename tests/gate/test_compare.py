@@ -42,6 +42,21 @@ def with_counts(x: GateInput, **changes: float) -> GateInput:
     return replace(x, counts={**x.counts, **changes})
 
 
+CODES = {"host-sync": "HOST001", "pageable-memcpy": "INPT002", "uncaptured-cuda-graph": "HOST003",
+         "unfused-gemm-gelu": "KERN003"}
+
+
+def with_match(x: GateInput, *rules: str, saved_ms: float = 0.2) -> GateInput:
+    """The rules matched under their reporting threshold, each saving ``saved_ms`` more per step
+    than in ``x``: the rule saw a (small) cost."""
+    extra = tuple(FindingRow(r, CODES[r], 1.01, saved_ms, "", False) for r in rules)
+    return replace(x, findings=(*x.findings, *extra))
+
+
+def new_sync(x: GateInput, n: int = 2) -> GateInput:
+    return with_match(with_counts(x, sync_calls=x.counts["sync_calls"] + n), "host-sync")
+
+
 def test_the_same_run_twice_passes(base):
     r = compare(base, base)
     assert r.exit_code == ExitCode.OK
@@ -72,16 +87,22 @@ def test_slower_gpu_work_fails_even_with_a_slower_host(base):
 
 
 def test_a_new_sync_fails_without_a_step_time_change_naming_its_rule(base):
-    cand = with_counts(base, sync_calls=base.counts["sync_calls"] + 2)
-    r = compare(base, cand)
+    r = compare(base, new_sync(base))
     assert r.timing.verdict == "unchanged"
     assert r.exit_code == ExitCode.GATE_FAILED
     assert [reg.rules for reg in r.failures] == [("host-sync",)]
     assert r.failures[0].codes == ("HOST001",)
 
 
+def test_a_new_sync_the_rule_finds_free_is_only_reported(base):
+    """An event sync guarding a reused pinned buffer: a new sync, but no host waits on it."""
+    r = compare(base, with_counts(base, sync_calls=base.counts["sync_calls"] + 1))
+    assert r.exit_code == ExitCode.OK
+    assert any("host-sync" in n and "no added cost" in n for n in r.notes)
+
+
 def test_allow_accepts_a_rule_by_name_or_code(base):
-    cand = with_counts(base, sync_calls=base.counts["sync_calls"] + 2)
+    cand = new_sync(base)
     for allowed in ("host-sync", "HOST001"):
         r = compare(base, cand, Policy(allow=frozenset({allowed})))
         assert r.exit_code == ExitCode.OK
@@ -89,9 +110,10 @@ def test_allow_accepts_a_rule_by_name_or_code(base):
 
 
 def test_a_slower_step_is_allowed_only_when_every_rule_it_names_is(base):
-    cand = with_counts(scaled(base, steps=1.2, busy=1.0, launches=1.0),
-                       sync_calls=base.counts["sync_calls"] + 1,
-                       pageable_copies=base.counts["pageable_copies"] + 1)
+    cand = with_match(with_counts(scaled(base, steps=1.2, busy=1.0, launches=1.0),
+                                  sync_calls=base.counts["sync_calls"] + 1,
+                                  pageable_copies=base.counts["pageable_copies"] + 1),
+                      "host-sync", "pageable-memcpy")
     r = compare(base, cand, Policy(allow=frozenset({"host-sync"})))
     assert r.exit_code == ExitCode.GATE_FAILED
     step = next(reg for reg in r.regressions if reg.kind == "step-time")
@@ -101,21 +123,23 @@ def test_a_slower_step_is_allowed_only_when_every_rule_it_names_is(base):
 
 
 def test_new_pageable_copies_and_lost_graph_replays_name_their_rules(base):
-    assert compare(base, with_counts(base, pageable_copies=3)).failures[0].rules == (
-        "pageable-memcpy",)
+    cand = with_match(with_counts(base, pageable_copies=3), "pageable-memcpy")
+    assert compare(base, cand).failures[0].rules == ("pageable-memcpy",)
     graphed = with_counts(base, graph_launches=1)
-    assert compare(graphed, with_counts(base, graph_launches=0)).failures[0].rules == (
-        "uncaptured-cuda-graph",)
+    eager = with_match(with_counts(base, graph_launches=0), "uncaptured-cuda-graph")
+    assert compare(graphed, eager).failures[0].rules == ("uncaptured-cuda-graph",)
 
 
 def test_a_newly_unfused_gelu_names_its_rule(base):
     gelu = KernelRow(GELU, "elementwise", 4, 0.2)
-    r = compare(base, replace(base, kernels=(*base.kernels, gelu)))
+    r = compare(base, with_match(replace(base, kernels=(*base.kernels, gelu)), "unfused-gemm-gelu"))
     assert [reg.rules for reg in r.failures] == [("unfused-gemm-gelu",)]
     # Twice the GEMMs with the new GELUs: a bigger model, not an unfused epilogue.
     more_layers = tuple(replace(k, count_per_step=k.count_per_step * 2)
                         if k.category == "gemm" else k for k in base.kernels)
-    assert compare(base, replace(base, kernels=(*more_layers, gelu))).exit_code == ExitCode.OK
+    bigger = with_match(replace(base, kernels=(*more_layers, gelu)), "unfused-gemm-gelu")
+    r = compare(base, bigger)
+    assert not any(reg.kind == "anti-pattern" for reg in r.regressions)
 
 
 def test_a_new_finding_fails_and_names_the_rule(base):
@@ -146,7 +170,7 @@ def test_too_few_steps_is_inconclusive(base):
 
 
 def test_a_regression_outranks_inconclusive_timing(base):
-    cand = with_counts(replace(base, step_times_ms=base.step_times_ms[:3]), sync_calls=5)
+    cand = new_sync(replace(base, step_times_ms=base.step_times_ms[:3]))
     assert compare(base, cand).exit_code == ExitCode.GATE_FAILED
 
 
@@ -171,6 +195,7 @@ def test_different_gpus_or_profilers_cannot_be_compared(base):
 
 def test_a_graph_replay_hiding_every_kernel_skips_the_workload_check(base):
     graph = (KernelRow("CUDA graph 1", "cuda-graph", 1, 12.0),)
-    r = compare(replace(base, kernels=graph, counts={**base.counts, "graph_launches": 1}), base)
+    graphed = replace(base, kernels=graph, counts={**base.counts, "graph_launches": 1})
+    r = compare(graphed, with_match(base, "uncaptured-cuda-graph"))
     assert any("workload check skipped" in n for n in r.notes)
     assert r.failures[0].rules == ("uncaptured-cuda-graph",)

@@ -22,7 +22,7 @@ from advisor.report.html_report import render_html, write_html
 from advisor.report.html_view import quantity, step_ranges
 from advisor.report.json_report import to_dict
 from advisor.report.timeline_view import Caps, build_timeline, fair_shares, representative_step
-from tests.conftest import shared
+from tests.conftest import SCENARIOS, shared
 
 RESNET0 = "kineto/tb_plugin_samples/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz"
 ALEXNET = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
@@ -219,3 +219,26 @@ def test_embed_budget_is_shared_fairly_between_threads() -> None:
 
 def test_step_lists_are_compressed_to_ranges() -> None:
     assert step_ranges([6, 7, 8, 10, 12, 13]) == "6–8, 10, 12–13"
+
+
+SCENARIO_TRACES = sorted([*SCENARIOS.glob("*/bad/trace.json.gz"), *SCENARIOS.glob("*/bad/nsys.sqlite.gz")])
+
+
+def finding_articles(page: str) -> dict[str, str]:
+    """rule -> the HTML of its finding card."""
+    parts = re.split(r'(?=<article class="card finding")', page)
+    return {re.search(r'data-rule="([^"]+)"', p).group(1): p for p in parts[1:]}
+
+
+@pytest.mark.parametrize("trace", SCENARIO_TRACES, ids=lambda p: f"{p.parts[-3]}-{p.name.split('.')[0]}")
+def test_h100_scenario_report_points_findings_into_the_timeline(trace: Path, unpacked,
+                                                                tmp_path: Path) -> None:
+    analysis = analyze(unpacked(trace))
+    out = tmp_path / "r.html"
+    write_html(analysis, out)
+    assert out.stat().st_size < 1_500_000
+    cards = finding_articles(out.read_text(encoding="utf-8"))
+    assert list(cards) == [f.rule for f in analysis.results.findings]
+    for f in analysis.results.findings:
+        if f.evidence.kernels:  # kernels run every step: the drawn one has them too
+            assert 'class="show-in-tl"' in cards[f.rule], f.rule
