@@ -49,6 +49,10 @@ OP_DISPATCH_NS = 8_000
 dispatcher, TensorIterator setup): 5-20 µs on an H100 host; the low end is used for the host
 work a fused-away kernel saves."""
 
+LONG_HOST_WORK_NS = 1_000_000
+"""Host work between two CUDA calls longer than this is not launch overhead but computation the
+step needs (data preparation, CPU-side logic): a CUDA graph replay does not remove it."""
+
 SYNC_RETURN_NS = 1_500
 """A synchronizing call that finds the GPU already done still costs about this much."""
 
@@ -333,7 +337,12 @@ class Simulation:
                     n.graph_head = True
                     n.dur = launch_ns
                 else:
-                    n.dur, n.gap, n.overlap_offset = 0, 0, 0
+                    n.dur = 0
+                    # Per-launch host work (dispatch, Python between ops) is not replayed; a long
+                    # stretch of host work is something the step computes, and stays.
+                    if n.gap < LONG_HOST_WORK_NS:
+                        n.gap = 0
+                    n.overlap_offset = 0
                 for j in n.ops:
                     o = self.ops[j]
                     o.graphed = True

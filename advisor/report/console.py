@@ -25,7 +25,7 @@ def render(analysis: Analysis, console: Console) -> None:
     if not g.has_gpu_work:
         console.print("[yellow]This trace has no GPU work (no kernels, copies or memsets): "
                       "nothing ran on a GPU in the captured window.[/]")
-    total_steps = info.totals.get("steps", len(g.steps))
+    total_steps = max(info.totals.get("steps", 0), len(g.steps))
     if not s.steps:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
     else:

@@ -94,7 +94,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "notes": list(info.notes),
         },
         "steps": {
-            "count": int(info.totals.get("steps", len(g.steps))),
+            "count": max(int(info.totals.get("steps", 0)), len(g.steps)),
             "source": analysis.steps_source,
             "warmup": s.warmup_steps,
             "analysed": len(s.steps),

@@ -25,7 +25,9 @@ GELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAK
 
 @pytest.fixture(scope="module")
 def base(gate_input) -> GateInput:
-    return gate_input(MFU_BEFORE)
+    """The real run, without its rule findings: these tests are about the gate's policy, and
+    the rules' output on this trace is not theirs to pin."""
+    return replace(gate_input(MFU_BEFORE), findings=())
 
 
 def scaled(x: GateInput, steps: float = 1.0, busy: float = 1.0, launches: float = 1.0) -> GateInput:
@@ -143,10 +145,30 @@ def test_a_newly_unfused_gelu_names_its_rule(base):
 
 
 def test_a_new_finding_fails_and_names_the_rule(base):
-    finding = FindingRow("host-sync", "HOST001", 1.08, 1.3, "the host waits", True)
-    r = compare(base, replace(base, findings=(*base.findings, finding)))
+    finding = FindingRow("cpu-bound-loss", "HOST002", 1.08, 1.3, "the loss loops on the host", True)
+    r = compare(base, replace(base, findings=(finding,)))
     assert r.exit_code == ExitCode.GATE_FAILED
     assert r.failures[0].kind == "finding" and "new finding" in r.failures[0].summary
+    assert r.failures[0].rules == ("cpu-bound-loss",)
+
+
+def test_a_finding_whose_pattern_did_not_grow_is_unmasked(base):
+    """Syncs per step unchanged: a larger host-sync estimate is other time moving, not a new
+    sync (fix a launch-bound step and the syncs it hid come to the front)."""
+    finding = FindingRow("host-sync", "HOST001", 1.08, 1.3, "the host waits", True)
+    r = compare(base, replace(base, findings=(finding,)))
+    assert r.exit_code == ExitCode.OK
+    assert [f.status for f in r.findings] == ["unmasked"]
+
+
+def test_an_upgrade_opportunity_fails_only_with_a_slower_step(base):
+    fp8 = FindingRow("fp8-candidate", "PREC002", 1.2, 2.5, "BF16 GEMMs could run in FP8", True)
+    faster = replace(scaled(base, steps=0.7), findings=(fp8,))
+    assert compare(base, faster).exit_code == ExitCode.OK
+    slower = replace(scaled(base, steps=1.3, busy=1.3), findings=(fp8,))
+    r = compare(base, slower)
+    assert {reg.kind for reg in r.failures} == {"step-time", "finding"}
+    assert all(reg.rules == ("fp8-candidate",) for reg in r.failures)
 
 
 def test_a_finding_crossing_the_reporting_threshold_is_not_new(base):
