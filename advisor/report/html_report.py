@@ -39,6 +39,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    # Compact JSON: the timeline data is most of the file. tojson still escapes < > & ' for HTML.
+    env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":")}
     env.filters.update(ms=view.fmt_ms, ns=view.fmt_ns, pct=view.fmt_pct, x=view.fmt_x,
                        count=view.fmt_count, bytes=view.fmt_bytes)
     return env
