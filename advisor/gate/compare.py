@@ -141,9 +141,42 @@ def _step_regression(timing: Timing, attribution: Attribution, named: list[Regre
                       allowed)
 
 
-def _signal_notes(signals: Iterable[Signal]) -> list[str]:
-    return [f"{s.rule}: {s.message}, but the rule found no added cost: not counted as a regression"
-            for s in signals if not s.confirmed]
+def _judge_step(timing: Timing, noise: HostNoise | None, base: GateInput, cand: GateInput,
+                attribution: Attribution, named: list[Regression], policy: Policy,
+                ) -> tuple[Regression | None, list[str], list[str]]:
+    """The step-time outcome: (regression, reasons it is inconclusive, notes)."""
+    slower = timing.verdict in ("slower", "noisy")
+    if noise is not None:
+        return None, [], [f"host timing noise: step time {timing.describe()}, but "
+                          + "; ".join(noise.reasons)]
+    profiler = profiler_host_only(base, cand, policy.threshold) if slower and not named else None
+    if profiler:
+        return None, [f"step time {timing.describe()}: {profiler}"], []
+    if timing.verdict == "slower":
+        return _step_regression(timing, attribution, named, policy), [], []
+    if timing.verdict == "noisy":
+        return None, [f"step time {timing.describe()}: larger than the {policy.threshold:.0%} "
+                      f"threshold but not significant at {policy.alpha:g}; capture more steady "
+                      "steps or a quieter machine"], []
+    if timing.verdict == "too few steps":
+        return None, [f"too few steady steps to compare step times ({timing.n_base} and "
+                      f"{timing.n_cand}; at least {policy.min_steps} each)"], []
+    return None, [], []
+
+
+def _context_notes(base: GateInput, cand: GateInput, signals: Iterable[Signal],
+                   changes: Iterable[FindingChange]) -> list[str]:
+    """What the reader should know but that decided nothing."""
+    notes = [f"{s.rule}: {s.message}, but the rule found no added cost: not counted as a "
+             "regression" for s in signals if not s.confirmed]
+    notes += [f"{f.rule}: {f.status} finding ({f.base_saved_ms:.3f} -> {f.cand_saved_ms:.3f} "
+              "ms/step): " + ("the pattern did not grow; other time moved"
+                              if f.status == "unmasked" else "its estimate moved with the host")
+              for f in changes if f.status in ("unmasked", "host-noise")]
+    for x, other, role in ((base, cand, "baseline"), (cand, base, "candidate")):
+        notes += [f"{role}: rule {r} did not run: {why}" for r, why in x.skipped.items()
+                  if r not in other.skipped]
+    return notes
 
 
 def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> GateResult:
@@ -161,36 +194,16 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
     changes = mark_unmasked(compare_findings(base, cand), base, cand,
                             {s.rule for s in confirmed}, slower)
     noise = host_noise(base, cand, timing.change, policy.threshold) if slower else None
-    if noise is not None and noise.is_noise and not confirmed:
+    excused = noise if noise is not None and noise.is_noise and not confirmed else None
+    if excused:
         changes = mark_host_noise(changes)
     named = [*_finding_regressions(changes, policy),
              *_signal_regressions(confirmed, codes, policy)]
-    regressions = list(named)
-    inconclusive: list[str] = []
-    profiler = profiler_host_only(base, cand, policy.threshold) if slower and not named else None
     attribution = attribute(base, cand)
-    if noise is not None and noise.is_noise and not confirmed:
-        notes.append(f"host timing noise: step time {timing.describe()}, but "
-                     + "; ".join(noise.reasons))
-    elif profiler:
-        inconclusive.append(f"step time {timing.describe()}: {profiler}")
-    elif timing.verdict == "slower":
-        regressions.insert(0, _step_regression(timing, attribution, named, policy))
-    elif timing.verdict == "noisy":
-        inconclusive.append(f"step time {timing.describe()}: larger than the "
-                            f"{policy.threshold:.0%} threshold but not significant at "
-                            f"{policy.alpha:g}; capture more steady steps or a quieter machine")
-    elif timing.verdict == "too few steps":
-        inconclusive.append(f"too few steady steps to compare step times ({timing.n_base} and "
-                            f"{timing.n_cand}; at least {policy.min_steps} each)")
-    notes.extend(_signal_notes(signals))
-    notes.extend(f"{f.rule}: {f.status} finding ({f.base_saved_ms:.3f} -> {f.cand_saved_ms:.3f} "
-                 "ms/step): " + ("the pattern did not grow; other time moved"
-                                 if f.status == "unmasked" else "its estimate moved with the host")
-                 for f in changes if f.status in ("unmasked", "host-noise"))
-    for x, role in ((base, "baseline"), (cand, "candidate")):
-        notes.extend(f"{role}: rule {r} did not run: {why}" for r, why in x.skipped.items()
-                     if r not in (base.skipped if x is cand else cand.skipped))
+    step, inconclusive, step_notes = _judge_step(timing, excused, base, cand, attribution, named,
+                                                 policy)
+    regressions = ([step] if step else []) + named
+    notes += step_notes + _context_notes(base, cand, signals, changes)
     return GateResult(base, cand, policy, timing, noise, tuple(changes), tuple(signals),
                       attribution, tuple(regressions), tuple(inconclusive), tuple(notes))
 

@@ -49,6 +49,10 @@ def render_markdown(result: GateResult) -> str:
            f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
            f"Mann-Whitney p={t.p_value:.2g}, threshold {result.policy.threshold:.0%}): "
            f"**{t.verdict}**", ""]
+    noise = [n for n in result.notes if n.startswith("host timing noise")]
+    if noise:
+        out += [f"**Host timing noise, not a regression:** {cell(noise[0].split(', but ', 1)[-1])}",
+                ""]
     if result.failures:
         out += ["### Regressions", ""]
         out += [f"- {cell(r.summary)}" for r in result.failures]

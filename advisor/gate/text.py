@@ -6,6 +6,7 @@ from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
 from advisor.gate.inputs import GateInput
 
+NOISE = "host timing noise"
 HEADLINE = {
     "pass": "PASS: the candidate may merge",
     "fail": "FAIL: the candidate regressed",
@@ -47,6 +48,9 @@ def render_text(result: GateResult) -> str:
            _run("baseline", result.baseline), _run("candidate", result.candidate),
            f"  step time {result.timing.describe()} -> {result.timing.verdict}"
            f" (threshold {result.policy.threshold:.0%})"]
+    noise = [n for n in result.notes if n.startswith(NOISE)]
+    if noise:
+        out.append(f"  host timing noise, not a regression: {noise[0].split(', but ', 1)[-1]}")
     if result.failures:
         out.append("Regressions:")
         out.extend(f"  - {r.summary}" for r in result.failures)
@@ -69,7 +73,8 @@ def render_text(result: GateResult) -> str:
     if lines:
         out.append("Where the time moved (per step, baseline -> candidate):")
         out.extend(f"  {x}" for x in lines)
-    if result.notes:
+    notes = [n for n in result.notes if not n.startswith(NOISE)]
+    if notes:
         out.append("Notes:")
-        out.extend(f"  - {n}" for n in result.notes)
+        out.extend(f"  - {n}" for n in notes)
     return "\n".join(out) + "\n"

@@ -299,11 +299,35 @@ class OpGraph:
         starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))
         return ranges[bisect_left(starts, start_ns) : bisect_left(starts, end_ns)]
 
+    @cached_property
+    def _range_parents(self) -> dict[tuple[int, int], list[int]]:
+        """Per thread, the index of each range's nearest enclosing range (-1 for none)."""
+        out: dict[tuple[int, int], list[int]] = {}
+        for key, (_, ranges) in self._ranges_by_thread.items():
+            parents, stack = [], []
+            for i, r in enumerate(ranges):
+                while stack and (ranges[stack[-1]].end_ns <= r.start_ns
+                                 or ranges[stack[-1]].end_ns < r.end_ns):
+                    stack.pop()  # ended before r, or overlaps r without enclosing it
+                parents.append(stack[-1] if stack else -1)
+                stack.append(i)
+            out[key] = parents
+        return out
+
     def ranges_at(self, pid: int, tid: int, t_ns: int) -> list[CpuRange]:
-        """Ranges on one thread that enclose t_ns, outermost first."""
+        """Ranges on one thread that enclose t_ns, outermost first.
+
+        Ranges on a thread nest, so the enclosing ones are the last range starting at or
+        before t and its ancestors: a walk up a parent chain instead of a scan."""
         starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))
-        hi = bisect_right(starts, t_ns)
-        return [r for r in ranges[:hi] if r.end_ns > t_ns]
+        i = bisect_right(starts, t_ns) - 1
+        parents = self._range_parents.get((pid, tid), [])
+        found = []
+        while i >= 0:
+            if ranges[i].end_ns > t_ns:
+                found.append(ranges[i])
+            i = parents[i]
+        return found[::-1]
 
     def ops_launched_in(self, pid: int, tid: int, start_ns: int, end_ns: int) -> list[GpuOp]:
         """GPU ops enqueued by calls made on one thread inside [start_ns, end_ns)."""

@@ -219,6 +219,7 @@ def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
     rows = [breakdown(graph, s, projector) for s in steps]
     cat_ns: dict[str, int] = defaultdict(int)
     per_kernel: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    kinds: dict[str, str] = {}
     if steps:
         windows = [(s.gpu_start_ns or s.cpu_start_ns, s.gpu_end_ns or s.cpu_end_ns, s.pid)
                    for s in steps]
@@ -230,11 +231,12 @@ def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
                 cat = classify(o).value
                 cat_ns[cat] += o.duration_ns
                 stat = per_kernel[o.name]
+                kinds[o.name] = cat
                 stat[0] += 1
                 stat[1] += o.duration_ns
     n = max(1, len(steps))
     top_kernels = [
-        KernelStat(short_name(name), classify_name_cached(name), c // n if c >= n else c, t // n)
+        KernelStat(short_name(name), kinds[name], c // n if c >= n else c, t // n)
         for name, (c, t) in sorted(per_kernel.items(), key=lambda kv: -kv[1][1])[:top]
     ]
     return Summary(
@@ -244,12 +246,6 @@ def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
         category_ns={k: v // n for k, v in sorted(cat_ns.items(), key=lambda kv: -kv[1])},
         top_kernels=top_kernels,
     )
-
-
-def classify_name_cached(name: str) -> str:
-    from advisor.graph.kernels import classify_name
-
-    return classify_name(name).value
 
 
 __all__ = ["KernelCategory", "StepBreakdown", "Summary", "idle_segments", "summarize"]
