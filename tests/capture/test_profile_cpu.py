@@ -111,10 +111,12 @@ def test_script_that_raises_shows_its_own_traceback_and_keeps_complete_steps(tmp
 
 def test_sys_exit_code_is_preserved_and_steps_still_analysed(tmp_path):
     done = advisor("profile", "--wait", "2", "--steps", "5", "--out", str(tmp_path),
-                   "--json", str(tmp_path / "r.json"), str(SCRIPTS / "exits.py"))
+                   "--json", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.html"),
+                   str(SCRIPTS / "exits.py"))
     assert done.returncode == 3
     assert done.stdout == "exits: leaving with 3\n"
     assert json.loads((tmp_path / "r.json").read_text())["steps"]["count"] == 5
+    assert (tmp_path / "r.html").read_text().lstrip().lower().startswith("<!doctype html")
 
 
 def test_public_api_marks_a_loop_without_optimizer(tmp_path):
