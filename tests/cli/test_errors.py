@@ -1,0 +1,108 @@
+"""Bad input gets one line on stderr and exit code 2, never a traceback; inputs are untouched."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SCENARIOS, shared
+
+REAL_SQLITE = "nsys-ai/mfu_2gpu_before.sqlite"
+REAL_JSON = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def assert_one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:
+    assert p.returncode == 2, p.stderr
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("advisor: error:") and needle in lines[0], lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_missing_file(tmp_path):
+    assert_one_line_error(run("analyze", str(tmp_path / "nope.sqlite")), "no such file")
+
+
+def test_directory(tmp_path):
+    assert_one_line_error(run("analyze", str(tmp_path)), "is a directory")
+
+
+def test_empty_file(tmp_path):
+    f = tmp_path / "empty.sqlite"
+    f.write_bytes(b"")
+    assert_one_line_error(run("analyze", str(f)), "empty")
+
+
+def test_text_file_is_not_a_trace(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello\n")
+    assert_one_line_error(run("analyze", str(f)), "not an Nsight Systems SQLite export")
+
+
+def test_truncated_sqlite(tmp_path):
+    f = tmp_path / "cut.sqlite"
+    data = shared(REAL_SQLITE).read_bytes()
+    f.write_bytes(data[: len(data) // 3])
+    before = sha(f)
+    assert_one_line_error(run("analyze", str(f)), "truncated or corrupt")
+    assert sha(f) == before
+
+
+def test_truncated_gzipped_json(tmp_path):
+    f = tmp_path / "cut.json.gz"
+    data = shared(REAL_JSON).read_bytes()
+    f.write_bytes(data[: len(data) // 2])
+    assert_one_line_error(run("analyze", str(f)), "cut.json.gz")
+
+
+def test_nsys_rep_says_how_to_export(tmp_path):
+    src = shared("nvfuser/64ee035/report1.nsys-rep")
+    f = tmp_path / "report1.nsys-rep"
+    shutil.copy(src, f)
+    assert_one_line_error(run("analyze", str(f)), "nsys export --type sqlite")
+
+
+def test_traceback_flag_shows_the_traceback(tmp_path):
+    p = run("--traceback", "analyze", str(tmp_path / "nope.sqlite"))
+    assert p.returncode == 2 and "Traceback" in p.stderr
+
+
+def test_unwritable_report_path_is_a_one_line_error(tmp_path):
+    p = run("analyze", str(shared(REAL_SQLITE)), "--quiet", "--json", str(tmp_path / "no" / "r.json"))
+    assert_one_line_error(p, "cannot write")
+
+
+def test_valid_trace_is_analysed_and_left_unchanged(tmp_path):
+    src = SCENARIOS / "host-sync" / "bad" / "nsys.sqlite.gz"
+    f = tmp_path / "run.sqlite"
+    with gzip.open(src, "rb") as a, f.open("wb") as b:
+        shutil.copyfileobj(a, b)
+    before = sha(f)
+    out = tmp_path / "r.json"
+    p = run("analyze", str(f), "--json", str(out), "--html", str(tmp_path / "r.html"))
+    assert p.returncode == 0, p.stderr
+    assert out.exists() and (tmp_path / "r.html").exists()
+    assert sha(f) == before
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["r.html", "r.json", "run.sqlite"]
+
+
+@pytest.mark.parametrize("args", [["analyze"], ["analyze", "--bogus", "x"]])
+def test_usage_errors_exit_2(args):
+    p = run(*args)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
