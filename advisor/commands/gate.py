@@ -34,7 +34,12 @@ from advisor.errors import AdvisorError, AnalysisError
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
             json_out: Path | None) -> int:
-    """Compare two runs of one training step (traces or `advisor analyze --json` results)."""
+    """Compare two runs of one training step (traces or `advisor analyze --json` results)
+    and decide whether CANDIDATE may replace BASELINE.
+
+    Exit 0: pass. 1: regression (stdout says what, by how much, and the rules). 2: could not
+    compare (unreadable input, no steps, different workloads, too few or too noisy steps).
+    """
     from advisor.engine.registry import load_rules, select
     from advisor.gate.compare import Policy, gate
     from advisor.gate.github import render_annotations, render_error_annotation

@@ -1,12 +1,13 @@
 """`advisor gate`: decide whether a candidate run may replace a baseline run of the same step.
 
 Both runs become a `GateInput` (`inputs`), whether they were traces or saved
-``advisor analyze --json`` results, so one comparison serves both. `workload` refuses pairs that
-cannot be compared; `stats` tests the step-time distributions against their own noise;
-`findings` and `signals` find anti-patterns the candidate introduced; `attribution` says where the
-time moved; `compare` makes the decision (`GateResult`); `text`, `markdown`, `junit`, `github`
-and `result_json` render it.
+``advisor analyze --json`` results (whose gate keys `metrics` computes), so one comparison serves
+both. `workload` refuses pairs that cannot be compared; `stats` and `timing` test the step-time
+distributions against their own noise; `noise` recognises a slower host; `findings` and
+`signals` find anti-patterns the candidate introduced; `attribution` says where the time moved;
+`compare` makes the decision (`GateResult`); `text`, `markdown`, `junit`, `github` and
+`result_json` render it and `outputs` writes the files.
 
-This package deliberately imports nothing at package level: `advisor.report.json_report` imports
-`advisor.gate.metrics`, and the JSON report must not pull the whole gate in.
+This package imports nothing at package level: `advisor.report.json_report` imports
+`advisor.graph.step_metrics`, and the JSON report must not pull the whole gate in.
 """

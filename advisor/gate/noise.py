@@ -7,7 +7,8 @@ all of these hold:
 
 * the GPU did the same work: the same kernel mix (weighted Jaccard >= `SAME_KERNELS`), GPU-busy
   time within `gpu_tolerance` of the baseline, and no kernel category's time moved by more than
-  that share of all kernel time;
+  that share of all kernel time (copies from pageable memory run at the host's memcpy speed:
+  when both runs make the same ones, their time counts as host time);
 * the host made no more calls: launches, API calls, synchronizations and copies per step did not
   grow (fewer is fine: less host work cannot make the host slower);
 * the slowdown is spread over every launch: the median host time between two launches grew by at
@@ -46,6 +47,26 @@ def gpu_tolerance(threshold: float) -> float:
     return min(0.02, threshold / 2)
 
 
+def _host_paced(base: GateInput, cand: GateInput) -> frozenset[str]:
+    """GPU-timeline categories that run at the host's pace in both runs.
+
+    A copy from pageable memory is staged by the driver through a pinned buffer with a CPU
+    memcpy: its duration on the GPU timeline is the host's memory bandwidth. When both runs make
+    the same pageable copies, their copy time is host time for this comparison.
+    """
+    b, c = base.counts.get("pageable_copies", 0), cand.counts.get("pageable_copies", 0)
+    return frozenset({"copy"}) if b > 0 and b == c else frozenset()
+
+
+def _gpu_busy_change(base: GateInput, cand: GateInput) -> float:
+    """Relative GPU-busy change, host-paced copy time taken out."""
+    b, c = base.median_busy_ms or 0.0, cand.median_busy_ms or 0.0
+    for k in _host_paced(base, cand):
+        b -= base.categories_ms.get(k, 0.0)
+        c -= cand.categories_ms.get(k, 0.0)
+    return relative_change(b, c) if b > 0 else 0.0
+
+
 def _category_shift(base: GateInput, cand: GateInput) -> tuple[str, float] | None:
     """The kernel category whose GPU time moved most, as a share of all kernel time.
 
@@ -55,7 +76,9 @@ def _category_shift(base: GateInput, cand: GateInput) -> tuple[str, float] | Non
     total = sum(base.categories_ms.values())
     if not total:
         return None
-    keys = set(base.categories_ms) | set(cand.categories_ms)
+    keys = (set(base.categories_ms) | set(cand.categories_ms)) - _host_paced(base, cand)
+    if not keys:
+        return None
     deltas = {k: cand.categories_ms.get(k, 0.0) - base.categories_ms.get(k, 0.0) for k in keys}
     worst = max(deltas, key=lambda k: abs(deltas[k]))
     return worst, deltas[worst] / total
@@ -81,14 +104,15 @@ def host_noise(base: GateInput, cand: GateInput, step_change: float, threshold: 
     if similarity < SAME_KERNELS:
         return HostNoise(False, (f"the kernel mix changed ({similarity:.0%} similar by name)",))
     tolerance = gpu_tolerance(threshold)
-    busy = relative_change(base.median_busy_ms or 0.0, cand.median_busy_ms or 0.0)
+    busy = _gpu_busy_change(base, cand)
+    paced = " (pageable copies counted as host time)" if _host_paced(base, cand) else ""
     if abs(busy) > tolerance:
-        return HostNoise(False, (f"GPU-busy time changed {busy:+.1%}",))
+        return HostNoise(False, (f"GPU-busy time changed {busy:+.1%}{paced}",))
     moved = _category_shift(base, cand)
     if moved is not None and abs(moved[1]) > tolerance:
         return HostNoise(False, (f"GPU time in {moved[0]} kernels changed by {moved[1]:+.1%} of "
                                  "the step's kernel time",))
-    why.append(f"same kernels, GPU-busy time {busy:+.1%}")
+    why.append(f"same kernels, GPU-busy time {busy:+.1%}{paced}")
     counts = _more_calls(base, cand)
     if counts:
         return HostNoise(False, (*why, counts))

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from advisor.gate.inputs import GateInput, KernelRow
+from advisor.gate.workload import hides_kernels
 from advisor.graph.kernels import gemm_precision, is_gelu
 
 MIN_INCREASE = 1.0
@@ -73,11 +74,6 @@ def _count_signals(base: GateInput, cand: GateInput) -> list[Signal]:
         out.append(Signal("uncaptured-cuda-graph", "CUDA graph replays", b["graph_launches"],
                           c.get("graph_launches", 0)))
     return out
-
-
-def hides_kernels(x: GateInput) -> bool:
-    """CUDA graph replays traced as single rows: the kernels inside are not counted."""
-    return any(k.category == "cuda-graph" for k in x.kernels)
 
 
 def kernel_counts_comparable(base: GateInput, cand: GateInput) -> bool:

@@ -76,7 +76,8 @@ def containment(part: Counter[str], whole: Counter[str]) -> float:
     return max(by_count, by_set)
 
 
-def _replays_graphs(x: GateInput) -> bool:
+def hides_kernels(x: GateInput) -> bool:
+    """CUDA graph replays traced as single rows: the kernels inside them are not listed."""
     return any(k.category == GRAPH_CATEGORY for k in x.kernels)
 
 
@@ -85,7 +86,7 @@ def kernel_similarity(base: GateInput, cand: GateInput) -> tuple[float | None, s
     if not (base.kernels_complete and cand.kernels_complete):
         return None, "an input lacks the full kernel list (kernels.all): workload check skipped"
     a, b = identity_mix(base.kernels), identity_mix(cand.kernels)
-    graphs = [x for x in (base, cand) if _replays_graphs(x)]
+    graphs = [x for x in (base, cand) if hides_kernels(x)]
     if len(graphs) == 1:
         # Replays traced as one row hide their kernels: only the kernels outside the graph can
         # be matched, against the eager run's.

@@ -15,7 +15,7 @@ from typing import Any
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
 from advisor.errors import OutputError
-from advisor.gate.metrics import step_metrics
+from advisor.graph.step_metrics import step_metrics
 
 SCHEMA_VERSION = "1.0"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -111,7 +111,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "gpu_idle_ms": _ms(s.median_step_ns - s.median_busy_ns) if s.steps else None,
             "idle_causes_ms": {k: _ms(v) for k, v in s.idle_cause_medians_ns().items()},
             "phases": {k: _ms(v) for k, v in s.phase_medians_ns().items()},
-            # For `advisor gate` (optional keys, added in 1.0): see advisor/gate/metrics.py.
+            # For `advisor gate` (optional keys, added in 1.0): see advisor/graph/step_metrics.py.
             "steady_times_ms": [_ms(t) for t in gm.steady_times_ns],
             "gpu_busy_times_ms": [_ms(t) for t in gm.gpu_busy_ns],
             "counts_per_step": {k: round(v, 3) for k, v in gm.counts.items()},
