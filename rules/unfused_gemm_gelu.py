@@ -11,7 +11,7 @@ from advisor.engine.effects import DropOps
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
 from advisor.graph.kernels import KernelCategory, classify, is_gelu, short_name
 from advisor.graph.model import OpGraph
-from advisor.graph.queries import per_step, steps_ops, stream_sequences
+from advisor.graph.queries import inside, per_step, steps_ops, stream_sequences
 
 EPILOGUE_KEEP = 0.15
 """Share of the GELU kernel's time the GEMM epilogue still costs in the pessimistic bound (the
@@ -78,12 +78,19 @@ class UnfusedGemmGelu(Rule):
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
+        # With marked phases, only forward-pass pairs: a GEMM -> GELU inside the backward phase is
+        # activation recomputation, which runs with autograd on and keeps its GELU.
+        backward = [span for s in steps for span in s.phases.get("backward", [])]
         gelus = []
         for seq in stream_sequences(steps_ops(graph, steps)):
             for prev, op in itertools.pairwise(seq):
-                if is_gelu(op.name) and "backward" not in op.name.lower() \
-                        and classify(prev) is KernelCategory.GEMM:
-                    gelus.append(op)
+                if not is_gelu(op.name) or "backward" in op.name.lower() \
+                        or classify(prev) is not KernelCategory.GEMM:
+                    continue
+                call = graph.launcher(op)
+                if call is not None and inside(call.start_ns, backward):
+                    continue
+                gelus.append(op)
         if not gelus:
             return
         total = sum(o.duration_ns for o in gelus)
