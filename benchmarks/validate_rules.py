@@ -56,6 +56,12 @@ def measured_speedup(rule_dir: Path) -> float:
 
 
 def _mean_ms(timing: dict) -> float:
+    """Mean step time of an unprofiled run. The first timed step is left out: it carries the
+    harness's own first-call costs (numpy's lazy initialisation cost 55-72 ms in
+    loader-jitter's runs), which are not the training step's."""
+    steps = timing.get("per_step_ms")
+    if steps and len(steps) > 10:
+        return float(sum(steps[1:]) / (len(steps) - 1))
     for key in ("step_ms_cuda_events", "event_ms", "step_ms"):
         if key in timing and isinstance(timing[key], dict) and "mean" in timing[key]:
             return float(timing[key]["mean"])

@@ -46,8 +46,8 @@ H100: fixtures/scenarios/uncaptured-cuda-graph/good)."""
 
 OP_DISPATCH_NS = 8_000
 """Host time PyTorch's eager dispatch spends on one operator before its launch (Python binding,
-dispatcher, TensorIterator setup): 5-20 µs on an H100 host; the low end is used for the host
-work a fused-away kernel saves."""
+dispatcher, TensorIterator setup), used when a trace shows no launches to read it from: 5-20 µs
+on an H100 host. A fused-away kernel saves its launch and this dispatch."""
 
 LONG_HOST_WORK_NS = 1_000_000
 """Host work between two CUDA calls longer than this is not launch overhead but computation the
@@ -56,14 +56,17 @@ step needs (data preparation, CPU-side logic): a CUDA graph replay does not remo
 SYNC_RETURN_NS = 1_500
 """A synchronizing call that finds the GPU already done still costs about this much."""
 
-NSYS_API_OVERHEAD_NS = 6_000
-"""Host time Nsight Systems' CUDA API tracing adds per traced call of the program (nsys 2025.3,
-H100 host): (step time under nsys - step time without a profiler) / calls per step in our
-host-bound captures: uncaptured-cuda-graph/bad 6.4 µs, cpu-bound-loss/bad 9.1, host-sync/bad
-3.3 (fixtures/scenarios/*/timing.json against nsys.sqlite.gz); the median is used."""
-KINETO_OP_OVERHEAD_NS = 4_000
-"""Host time torch.profiler adds per recorded operator (record_shapes=True): 3.5 to 7.6 µs per
-``aten::`` op in the same captures' Kineto traces; the low end keeps estimates conservative."""
+NSYS_API_OVERHEAD_NS = 11_000
+"""Host time Nsight Systems' tracing adds per CUDA call of the program (nsys 2025.3 with
+cuda,nvtx,osrt,cublas,cudnn traced; H100 host): (median step under nsys - median step without a
+profiler) / program calls per step, in our host-bound captures: uncaptured-cuda-graph/bad 6.9 µs,
+unfused-attention/good 7.6, unfused-attention/bad about 16 (its fixed step's host time bounds
+it), cpu-bound-loss/bad 17.3 (fixtures/scenarios/*/timing.json against nsys.sqlite.gz). The
+median, 11 µs, is used; the spread is why host-bound estimates carry the widest error."""
+KINETO_OP_OVERHEAD_NS = 2_500
+"""Host time torch.profiler (record_shapes=True) adds per recorded operator, same method on the
+Kineto traces: 2.1 to 6.0 µs per ``aten::`` op (rng-bound-dropout/good 2.1, unfused-attention/good
+2.3, uncaptured-cuda-graph/bad 2.9, cpu-bound-loss/bad 6.0); the median is used."""
 KINETO_API_OVERHEAD_NS = 2_000
 """Host time CUPTI activity tracing adds to each CUDA call under torch.profiler."""
 CALL_FLOOR_NS = 1_000
@@ -259,7 +262,17 @@ class Simulation:
                     if all(self.ops[j].removed for j in node.ops):
                         # the launch goes, and with it the framework's dispatch of the op
                         node.dur = 0
-                        node.gap = max(0, node.gap - OP_DISPATCH_NS)
+                        node.gap = max(0, node.gap - min(node.gap, self.dispatch_ns))
+
+    @property
+    def dispatch_ns(self) -> int:
+        """Host work per launch in this trace: the median host time before a kernel launch
+        (framework dispatch and Python per op), read off the replay's own gaps."""
+        from advisor.graph.api_names import is_launch
+
+        gaps = [n.gap for n in self.nodes if n.call is not None and is_launch(n.call.name)
+                and 0 < n.gap < LONG_HOST_WORK_NS]
+        return int(statistics.median(gaps)) if gaps else OP_DISPATCH_NS
 
     def set_op_durations(self, durations: dict[int, int]) -> None:
         for op_id, ns in durations.items():

@@ -78,22 +78,35 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--no-nsys", action="store_true")
     ap.add_argument("--timeout", type=int, default=240)
+    ap.add_argument("--modes", default="timing,torchprof,nsys",
+                    help="comma list of timing, torchprof, nsys (e.g. 'nsys' for a repeat capture)")
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="seconds after start past which no further scenario is started (0: none)")
     args = ap.parse_args()
+    modes = set(args.modes.split(","))
+    if args.no_nsys:
+        modes.discard("nsys")
+    t_start = time.time()
     py = sys.executable
     exports = []
     summary = {}
     for sc in args.scenarios:
+        if args.deadline and time.time() - t_start > args.deadline:
+            print(f"== {sc}: SKIPPED (deadline {args.deadline:.0f} s passed)", flush=True)
+            continue
         for v in args.variants.split(","):
             d = os.path.join(args.out, sc, v)
             os.makedirs(d, exist_ok=True)
             print(f"== {sc}/{v}", flush=True)
             common = ["--scenario", sc, "--variant", v, "--out", d, "--warmup", str(args.warmup)]
-            sh([py, HARNESS, "timing", *common, "--steps", str(args.steps)],
-               os.path.join(d, "timing.log"), args.timeout)
-            rc = sh([py, HARNESS, "torchprof", *common], os.path.join(d, "torchprof.log"), args.timeout)
-            if rc == 0 and os.path.exists(os.path.join(d, "trace.json")):
-                gzip_file(os.path.join(d, "trace.json"), os.path.join(d, "trace.json.gz"))
-            if not args.no_nsys:
+            if "timing" in modes:
+                sh([py, HARNESS, "timing", *common, "--steps", str(args.steps)],
+                   os.path.join(d, "timing.log"), args.timeout)
+            if "torchprof" in modes:
+                rc = sh([py, HARNESS, "torchprof", *common], os.path.join(d, "torchprof.log"), args.timeout)
+                if rc == 0 and os.path.exists(os.path.join(d, "trace.json")):
+                    gzip_file(os.path.join(d, "trace.json"), os.path.join(d, "trace.json.gz"))
+            if "nsys" in modes:
                 rep = os.path.join(d, "nsys")
                 rc = sh(["nsys", "profile", *NSYS_FLAGS, "-o", rep, py, HARNESS, "nsys", *common],
                         os.path.join(d, "nsys.log"), args.timeout)

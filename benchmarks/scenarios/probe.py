@@ -19,10 +19,15 @@ out["scaled_mm_schema"] = [str(o._schema) for o in (torch.ops.aten._scaled_mm.de
 out["addmm_activation_schema"] = str(torch.ops.aten._addmm_activation.default._schema)
 out["host_emptyCache"] = hasattr(torch._C, "_host_emptyCache")
 gg = load_scenario("unfused-gemm-gelu")
-out["addmm_activation_autograd_check"] = gg.check_addmm_activation_autograd()
+out["addmm_activation_check"] = gg.check_addmm_activation()
 out["addmm_activation_bf16_kernels"] = gg.epilogue_kernels()
-out["fp8_linear_selfcheck"] = load_scenario("fp8-candidate").selfcheck()
+# the checkpointed first forward pass: good must show the gelu epilogue GEMM and no GELU kernel
+out["gelu_first_pass_kernels"] = {v: gg.forward_kernels(v) for v in ("bad", "good")}
+out["rng_dropout_selfcheck"] = load_scenario("rng-bound-dropout").selfcheck()
 out["cpu_bound_loss_selfcheck"] = load_scenario("cpu-bound-loss").selfcheck()
+out["loader_jitter_flush_steps"] = load_scenario("loader-jitter").flush_steps(65)
+if "--fp8" in sys.argv:
+    out["fp8_linear_selfcheck"] = load_scenario("fp8-candidate").selfcheck()
 print(json.dumps(out, indent=1))
 if os.environ.get("OUT"):
     with open(os.path.join(os.environ["OUT"], "probe.json"), "w") as f:

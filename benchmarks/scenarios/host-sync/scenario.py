@@ -1,49 +1,109 @@
-"""host-sync: synchronisations left in the training step (outside the loss).
+"""host-sync: synchronisations left in a GPU-bound training step (outside the loss).
 
-bad : torch.cuda.synchronize() after forward and after backward (left-over timing
-      code), loss.item() logged every step, and an .item()-based finite check of the
-      grad norm in the optimizer phase.  Each sync drains the GPU queue, so the host's
-      launch work for the next phase is no longer hidden behind GPU work.
-good: the same step without the syncs: the loss is accumulated on the device (read
-      once by the user at logging time), the grad norm is clipped without reading it.
-Model: 16 x [LayerNorm(1024) -> Linear(1024,1024) -> GELU] residual blocks + head,
-8192 tokens, bf16 autocast, fp32 params, AdamW(foreach).  The check never fires, so
-both variants compute the same updates.
+bad : three host syncs per step outside the loss, each followed by ~1 ms of real host work:
+        forward  : torch.cuda.synchronize() (left-over timing code), then host metrics
+                   (numpy percentiles/histogram of host data prepared in advance);
+        backward : loss.item() for the log line, then the log line's string formatting;
+        optimizer: .item() finite check of the grad norm before opt.step(), then host
+                   bookkeeping (numpy).
+      Each sync drains the GPU queue, so the host work after it (and the launches after
+      that) run while the GPU idles.
+good: the same host work at the same places, without the syncs: the loss and the grad
+      norm stay on the GPU (written into device ring buffers, read by the user at logging
+      time), the log line is formatted from the same host data; the host work then
+      overlaps the GPU's execution of the already-queued kernels.
+Model: a long-context transformer, 2 pre-LN layers (d 768, 12 heads, causal SDPA over one
+16384-token sequence, MLP 768 -> 768 ReLU, no bias), bf16 params, AdamW(foreach), MSE
+loss.  GEMMs ~19 GFLOP each (< 40 us on H100); attention dominates the ~11 ms of GPU work
+with few, long kernels, so the step stays GPU-bound even on a slow host (measured on the
+H100 machine: ~30 us of host time per eager kernel launch, ~2x that under a profiler).
+The grad-norm check never fires, so both variants compute the same updates.
 """
 
 import argparse
 import contextlib
 import math
+import os
 import time
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-TOKENS, D, DEPTH = 8192, 1024, 16
+BATCH, SEQ, D, HEADS, FF, DEPTH = 1, 16384, 768, 12, 768, 2
+if os.environ.get("SCENARIO_TINY"):
+    BATCH, SEQ, D, HEADS, FF, DEPTH = 1, 128, 64, 4, 64, 2
+TOKENS = BATCH * SEQ
 POOL = 4
+HOST_N = 140_000  # host work size (each of the 3 calls ~1 ms on the H100 machine's host)
+RING = 1024
 
 
-class Block(nn.Module):
+class Layer(nn.Module):
+    """Pre-LN transformer layer: causal SDPA attention + ReLU MLP, no bias."""
+
     def __init__(self):
         super().__init__()
-        self.ln = nn.LayerNorm(D)
-        self.fc = nn.Linear(D, D)
+        self.ln1 = nn.LayerNorm(D)
+        self.q = nn.Linear(D, D, bias=False)
+        self.k = nn.Linear(D, D, bias=False)
+        self.v = nn.Linear(D, D, bias=False)
+        self.proj = nn.Linear(D, D, bias=False)
+        self.ln2 = nn.LayerNorm(D)
+        self.fc1 = nn.Linear(D, FF, bias=False)
+        self.fc2 = nn.Linear(FF, D, bias=False)
 
     def forward(self, x):
-        return x + F.gelu(self.fc(self.ln(x)))
+        b, s, _ = x.shape
+        h = self.ln1(x)
+        q, k, v = (m(h).view(b, s, HEADS, D // HEADS).transpose(1, 2) for m in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, D))
+        return x + self.fc2(F.relu(self.fc1(self.ln2(x))))
 
 
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.blocks = nn.ModuleList(Block() for _ in range(DEPTH))
-        self.head = nn.Linear(D, D)
+        self.blocks = nn.ModuleList(Layer() for _ in range(DEPTH))
 
     def forward(self, x):
         for b in self.blocks:
             x = b(x)
-        return self.head(x)
+        return x
+
+
+class HostWork:
+    """~1 ms of host work per call on data prepared in advance (same in both variants)."""
+
+    def __init__(self):
+        rng = np.random.default_rng(5)
+        self.scores = rng.standard_normal(HOST_N // 7).astype(np.float32)
+        self.stats = rng.random(800)
+        self.lrs = rng.random(HOST_N)
+        self.t = {"metrics": [], "log": [], "bookkeeping": []}
+
+    def metrics(self):
+        t0 = time.perf_counter()
+        q = np.percentile(self.scores, [50.0, 90.0, 99.0])
+        h, _ = np.histogram(self.scores, bins=64, range=(-4.0, 4.0))
+        r = float(q.sum()) + float(h.max())
+        self.t["metrics"].append(time.perf_counter() - t0)
+        return r
+
+    def log_line(self, step, loss_value):
+        t0 = time.perf_counter()
+        line = f"step {step} loss {loss_value} " + " ".join(f"{k}={v:.6f}" for k, v in enumerate(self.stats))
+        self.t["log"].append(time.perf_counter() - t0)
+        return len(line)
+
+    def bookkeeping(self):
+        t0 = time.perf_counter()
+        w = np.cumsum(self.lrs)
+        r = float(np.sort(self.lrs[: HOST_N // 4])[-1] + w[-1])
+        self.t["bookkeeping"].append(time.perf_counter() - t0)
+        return r
 
 
 class Scenario:
@@ -52,16 +112,34 @@ class Scenario:
             raise ValueError(variant)
         torch.manual_seed(0)
         dev = torch.device(device)
+        self.dev = dev
         self.variant = variant
-        self.model = Net().to(dev)
+        self.model = Net().to(dev, torch.bfloat16)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True)
-        self.px = torch.randn(POOL, TOKENS, D, device=dev)
-        self.py = torch.randn(POOL, TOKENS, D, device=dev)
+        self.px = torch.randn(POOL, BATCH, SEQ, D, device=dev, dtype=torch.bfloat16)
+        self.py = torch.randn(POOL, BATCH, SEQ, D, device=dev)
         self.i = 0
-        self.losses = []
-        self.loss_sum = torch.zeros((), device=dev)
+        self.host = HostWork()
+        self.logged = []                      # bad: host floats
+        self.loss_ring = torch.zeros(RING, device=dev)   # good: kept on the GPU
+        self.gn_ring = torch.zeros(RING, device=dev)
         self.skipped = 0
-        self.info = {"tokens": TOKENS, "d": D, "depth": DEPTH, "autocast": "bf16"}
+        self.sink = 0.0
+        self._info = {"batch": BATCH, "seq": SEQ, "d": D, "heads": HEADS, "ff": FF, "layers": DEPTH,
+                     "dtype": "bf16 params",
+                     "syncs": "3 per step (synchronize, loss.item, grad-norm .item)" if variant == "bad" else "none",
+                     "host_work": "3 x ~1 ms per step (numpy metrics, log formatting, bookkeeping)"}
+
+    @property
+    def info(self):
+        """Read by the harness after the measured steps (kept out of the step itself)."""
+        d = dict(self._info)
+        d["host_work_ms"] = {k: round(1e3 * float(np.median(v)), 3) for k, v in self.host.t.items() if v}
+        return d
+
+    def _sync(self):
+        if self.dev.type == "cuda":
+            torch.cuda.synchronize()
 
     def step(self, mark):
         bad = self.variant == "bad"
@@ -70,26 +148,29 @@ class Scenario:
             self.i += 1
             x, y = self.px[j], self.py[j]
         with mark("forward"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = self.model(x)
+            out = self.model(x)
             if bad:
-                torch.cuda.synchronize()
+                self._sync()
+            self.sink += self.host.metrics()
         with mark("loss"):
             loss = F.mse_loss(out.float(), y)
-            if bad:
-                self.losses.append(loss.item())  # logged every step
-            else:
-                self.loss_sum += loss.detach()
         with mark("backward"):
             loss.backward()
             if bad:
-                torch.cuda.synchronize()
+                lv = loss.item()                       # logged every step
+                self.logged.append(lv)
+            else:
+                self.loss_ring[self.i % RING] = loss.detach()   # read at logging time
+                lv = "(on device)"
+            self.sink += self.host.log_line(self.i, lv)
         with mark("optimizer"):
             gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
-            if bad and not math.isfinite(gn.item()):
-                self.skipped += 1
-                self.opt.zero_grad(set_to_none=True)
-                return
+            if bad:
+                if not math.isfinite(gn.item()):
+                    self.skipped += 1
+            else:
+                self.gn_ring[self.i % RING] = gn
+            self.sink += self.host.bookkeeping()
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
 
@@ -106,11 +187,13 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", default="bad", choices=["bad", "good"])
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
-    s = build(a.variant, "cuda")
-    torch.cuda.synchronize()
+    s = build(a.variant, a.device)
+    s._sync()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         s.step(_nomark)
-    torch.cuda.synchronize()
-    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")
+    s._sync()
+    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step; "
+          f"host work {s.info.get('host_work_ms')}")

@@ -1,22 +1,28 @@
 """loader-jitter: an input pipeline that allocates at random steps.
 
-Both variants draw the same variable-length batches (16 x L x 512 fp32, L uniform in
-[256, 1024], multiple of 8) from a seeded RNG and do the same decode-like CPU work in the
-data phase (numpy: one scaling pass of a host source buffer into the batch buffer).
-bad : each step decodes into a freshly allocated numpy array, pins it with .pin_memory()
-      (a new pinned block whenever the host cache has none of that size), copies it into a
-      freshly allocated device tensor, and at random steps (p = 0.3, separate seeded RNG)
-      "frees memory" with torch.cuda.empty_cache() + the host pinned-cache flush, so
-      cudaHostAlloc / cudaFreeHost / cudaMalloc / cudaFree recur at random steps.
+Both variants do the same, constant-cost decode in the data phase (numpy: a fixed-size
+uint8 "compressed" record -> normalised float32 features, a few passes; no random variation
+in its cost) of a fixed-shape batch (16384 tokens x 64 features, fp32, 4 MiB), copy it to
+the GPU with non_blocking=True from pinned memory, and train the same model on it.
+bad : the staging buffers are allocated per batch at a size taken from the record (varies
+      per step, 1-4x the batch): torch.empty(n_alloc, pin_memory=True) and a new device
+      tensor; and at random steps (p = 0.2, seeded) the loop "frees memory" with
+      torch.cuda.empty_cache() + the host pinned-cache flush.  So cudaFree / cudaFreeHost /
+      cudaHostAlloc / cudaMalloc (for the input and every activation) recur at random steps,
+      and those steps are slow; the other steps reuse cached blocks.
 good: one pinned host buffer pair (double-buffered, guarded by events) and one device
-      buffer preallocated at the maximum sample size and reused (views of the actual
-      size); decode writes straight into the pinned buffer.
-Model: 4 x [Linear(512,2048) -> GELU -> Linear(2048,512), residual] autoencoder,
-bf16 autocast, AdamW(foreach), MSE loss to the input.
+      buffer preallocated at the maximum size and reused (views); decode writes straight into
+      the pinned buffer.  No allocation in steady state: a tight step-time distribution.
+Model: input projection 64 -> 768, a long-context transformer of 2 pre-LN layers (d 768, 12
+heads, causal SDPA over the 16384-token sequence, MLP 768 -> 768 ReLU, no bias), output head
+768 -> 64, MSE to the input; bf16 params, AdamW(foreach).  GEMMs ~19 GFLOP each (< 40 us on
+H100); ~11 ms of GPU work per step in few, long kernels, so the constant decode (~2 ms) and
+the launches overlap the GPU (nothing in the good step syncs).
 """
 
 import argparse
 import contextlib
+import os
 import time
 
 import numpy as np
@@ -24,9 +30,15 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-BATCH, D, FF, DEPTH = 16, 512, 2048, 4
-LMIN, LMAX = 256, 1024
-P_FLUSH = 0.3
+SEQ, FIN, D, HEADS, FF, DEPTH = 16384, 64, 768, 12, 768, 2
+if os.environ.get("SCENARIO_TINY"):
+    SEQ, FIN, D, HEADS, FF, DEPTH = 256, 16, 64, 4, 64, 2
+TOKENS = SEQ
+N = TOKENS * FIN            # elements of one batch
+NMAX = 4 * N                # largest staging size a record asks for
+P_FLUSH = 0.2
+FLUSH_SEED = 37             # chosen so that the harness's measured windows hold flush steps
+DECODE_PASSES = 1
 
 
 def host_empty_cache():
@@ -37,14 +49,47 @@ def host_empty_cache():
     return False
 
 
-class Block(nn.Module):
+def flush_steps(n_steps, seed=FLUSH_SEED, p=P_FLUSH):
+    """Indices of the steps at which bad flushes (same sequence the scenario draws)."""
+    r = np.random.default_rng(seed)
+    return [i for i in range(n_steps) if r.random() < p]
+
+
+class Layer(nn.Module):
+    """Pre-LN transformer layer: causal SDPA attention + ReLU MLP, no bias."""
+
     def __init__(self):
         super().__init__()
-        self.fc1 = nn.Linear(D, FF)
-        self.fc2 = nn.Linear(FF, D)
+        self.ln1 = nn.LayerNorm(D)
+        self.q = nn.Linear(D, D, bias=False)
+        self.k = nn.Linear(D, D, bias=False)
+        self.v = nn.Linear(D, D, bias=False)
+        self.proj = nn.Linear(D, D, bias=False)
+        self.ln2 = nn.LayerNorm(D)
+        self.fc1 = nn.Linear(D, FF, bias=False)
+        self.fc2 = nn.Linear(FF, D, bias=False)
 
     def forward(self, x):
-        return x + self.fc2(F.gelu(self.fc1(x)))
+        b, s, _ = x.shape
+        h = self.ln1(x)
+        q, k, v = (m(h).view(b, s, HEADS, D // HEADS).transpose(1, 2) for m in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, D))
+        return x + self.fc2(F.relu(self.fc1(self.ln2(x))))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(FIN, D)
+        self.blocks = nn.ModuleList(Layer() for _ in range(DEPTH))
+        self.out = nn.Linear(D, FIN)
+
+    def forward(self, x):
+        h = self.inp(x.to(torch.bfloat16)).unsqueeze(0)  # one sequence of SEQ tokens
+        for b in self.blocks:
+            h = b(h)
+        return self.out(h.squeeze(0))
 
 
 class Scenario:
@@ -53,55 +98,78 @@ class Scenario:
             raise ValueError(variant)
         torch.manual_seed(0)
         self.dev = torch.device(device)
+        self.cuda = self.dev.type == "cuda"
         self.variant = variant
-        self.model = nn.Sequential(*[Block() for _ in range(DEPTH)]).to(self.dev)
+        self.model = Net().to(self.dev, torch.bfloat16)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, foreach=True)
-        self.rng = np.random.default_rng(1234)      # batch sizes (same in both variants)
-        self.frng = np.random.default_rng(99)       # flush decisions (bad only)
-        nmax = BATCH * LMAX * D
-        self.src = np.random.default_rng(7).standard_normal(nmax, dtype=np.float32)
-        self.flushes = 0
-        self.info = {"batch": BATCH, "L": [LMIN, LMAX], "d": D, "p_flush": P_FLUSH if variant == "bad" else 0.0}
+        self.rng = np.random.default_rng(1234)        # record sizes (same in both variants)
+        self.frng = np.random.default_rng(FLUSH_SEED)  # flush decisions (bad only)
+        self.src = [np.random.default_rng(7 + k).integers(0, 256, N, dtype=np.uint8) for k in range(2)]
+        self.tmp = np.empty(N, dtype=np.float32)
+        self.flushes = []
+        self.i = 0
+        self.t_decode = []
+        self._info = {"seq": SEQ, "fin": FIN, "d": D, "heads": HEADS, "ff": FF, "layers": DEPTH,
+                     "batch_mib": N * 4 / 2**20, "staging_max_mib": NMAX * 4 / 2**20,
+                     "p_flush": P_FLUSH if variant == "bad" else 0.0,
+                     "host_empty_cache_available": hasattr(torch._C, "_host_emptyCache")}
         if variant == "good":
-            self.pinned = [torch.empty(nmax, dtype=torch.float32, pin_memory=True) for _ in range(2)]
+            pin = self.cuda
+            self.pinned = [torch.empty(NMAX, dtype=torch.float32, pin_memory=pin) for _ in range(2)]
             self.pinned_np = [p.numpy() for p in self.pinned]
             self.copied = [None, None]
-            self.dbuf = torch.empty(nmax, dtype=torch.float32, device=self.dev)
+            self.dbuf = torch.empty(NMAX, dtype=torch.float32, device=self.dev)
             self.k = 0
-        else:
-            self.info["host_empty_cache_available"] = hasattr(torch._C, "_host_emptyCache")
 
-    def _decode(self, n, out):
-        # decode-like CPU work: one scaling pass over the sample
-        np.multiply(self.src[:n], np.float32(0.5), out=out)
+    @property
+    def info(self):
+        """Read by the harness after the measured steps (kept out of the step itself)."""
+        d = dict(self._info)
+        if self.t_decode:
+            d["decode_ms_median"] = round(1e3 * float(np.median(self.t_decode)), 3)
+        d["flush_steps"] = list(self.flushes)
+        return d
+
+    def _decode(self, out):
+        """Constant-cost decode of this step's record into `out` (N float32)."""
+        t0 = time.perf_counter()
+        src = self.src[self.i & 1]
+        np.multiply(src, np.float32(1.0 / 255.0), out=out, casting="unsafe")
+        for _ in range(DECODE_PASSES):
+            np.subtract(out, np.float32(0.5), out=self.tmp)
+            np.multiply(self.tmp, np.float32(3.4641), out=out)
+        self.t_decode.append(time.perf_counter() - t0)
         return out
 
     def step(self, mark):
         with mark("data"):
-            L = int(self.rng.integers(LMIN // 8, LMAX // 8 + 1)) * 8
-            n = BATCH * L * D
+            n_alloc = N + int(self.rng.integers(0, NMAX - N + 1))  # size asked for by this record
             if self.variant == "bad":
                 if self.frng.random() < P_FLUSH:
-                    torch.cuda.empty_cache()
-                    host_empty_cache()
-                    self.flushes += 1
-                arr = self._decode(n, np.empty(n, dtype=np.float32))
-                pinned = torch.from_numpy(arr).pin_memory()
-                x = pinned.to(self.dev, non_blocking=True).view(BATCH, L, D)
+                    if self.cuda:
+                        torch.cuda.empty_cache()
+                        host_empty_cache()
+                    self.flushes.append(self.i)
+                staging = torch.empty(n_alloc, dtype=torch.float32, pin_memory=self.cuda)
+                self._decode(staging.numpy()[:N])
+                dev = torch.empty(n_alloc, dtype=torch.float32, device=self.dev)
+                x = dev[:N].view(TOKENS, FIN)
+                x.copy_(staging[:N].view(TOKENS, FIN), non_blocking=True)
             else:
                 k = self.k
                 self.k ^= 1
                 if self.copied[k] is not None:
                     self.copied[k].synchronize()  # the copy that last read this buffer is done
-                self._decode(n, self.pinned_np[k][:n])
-                x = self.dbuf[:n].view(BATCH, L, D)
-                x.copy_(self.pinned[k][:n].view(BATCH, L, D), non_blocking=True)
-                ev = torch.cuda.Event()
-                ev.record()
-                self.copied[k] = ev
+                self._decode(self.pinned_np[k][:N])
+                x = self.dbuf[:N].view(TOKENS, FIN)
+                x.copy_(self.pinned[k][:N].view(TOKENS, FIN), non_blocking=True)
+                if self.cuda:
+                    ev = torch.cuda.Event()
+                    ev.record()
+                    self.copied[k] = ev
+            self.i += 1
         with mark("forward"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = self.model(x)
+            out = self.model(x)
         with mark("loss"):
             loss = F.mse_loss(out.float(), x)
         with mark("backward"):
@@ -123,11 +191,14 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", default="bad", choices=["bad", "good"])
     ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
-    s = build(a.variant, "cuda")
-    torch.cuda.synchronize()
+    s = build(a.variant, a.device)
+    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
+    sync()
     t0 = time.perf_counter()
     for _ in range(a.steps):
         s.step(_nomark)
-    torch.cuda.synchronize()
-    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")
+    sync()
+    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step, "
+          f"decode {s.info.get('decode_ms_median')} ms, flushes at {s.flushes}")
