@@ -26,6 +26,12 @@ MIN_INCREASE = 1.0
 """A count must grow by at least one per step: medians of integer counts move in whole units."""
 
 
+MIN_COST_SHARE = 0.005
+"""A rule's cost must grow by at least 0.5% of the step to confirm a count that rose: less is
+below what two captures of the same code tell apart (an event sync guarding a reused pinned
+buffer costs the host microseconds)."""
+
+
 SIGNAL_RULES = frozenset({"host-sync", "pageable-memcpy", "uncaptured-cuda-graph",
                           "unfused-gemm-gelu", "fp32-matmul", "unfused-attention"})
 """Rules whose anti-pattern has a count here: for them, whether a pattern was introduced or was
@@ -132,6 +138,7 @@ def anti_pattern_signals(base: GateInput, cand: GateInput, known_rules: set[str]
     out = []
     for s in _count_signals(base, cand) + _kernel_signals(base, cand):
         if s.rule in known_rules:
-            confirmed = _saving(cand, s.rule) > _saving(base, s.rule)
+            grown = _saving(cand, s.rule) - _saving(base, s.rule)
+            confirmed = grown > MIN_COST_SHARE * cand.median_ms
             out.append(replace(s, confirmed=confirmed))
     return out

@@ -75,4 +75,4 @@ def test_a_removed_op_keeps_the_stream_order_a_sync_waited_for():
     copies = [o for o in steps_ops(graph, ctx.steps) if o.kind.value == "memcpy"]
     assert copies
     speedup = ctx.speedup([DropOps(tuple(o.id for o in copies))])
-    assert speedup < 1.01
+    assert speedup < 1.02  # the copies and their dispatch go; the wait stays
