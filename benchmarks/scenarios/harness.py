@@ -31,7 +31,6 @@ import os
 import platform
 import socket
 import statistics
-import sys
 import time
 
 import torch

@@ -8,12 +8,12 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import env_info, load_scenario  # noqa: E402
+from harness import env_info, load_scenario
 
 out = {"env": env_info()}
 try:
     out["nsys"] = subprocess.run(["nsys", "--version"], capture_output=True, text=True).stdout.strip()
-except Exception as e:  # noqa: BLE001
+except Exception as e:
     out["nsys"] = f"not found: {e}"
 out["scaled_mm_schema"] = [str(o._schema) for o in (torch.ops.aten._scaled_mm.default, torch.ops.aten._scaled_mm.out)]
 out["addmm_activation_schema"] = str(torch.ops.aten._addmm_activation.default._schema)
@@ -36,6 +36,7 @@ if os.environ.get("OUT"):
 if "--smoke" in sys.argv:
     import gc
     import time
+
     from harness import noop_mark
     names = [a for a in sys.argv[1:] if not a.startswith("--")] or sorted(
         d for d in os.listdir(os.path.dirname(os.path.abspath(__file__))) if os.path.exists(
@@ -54,7 +55,7 @@ if "--smoke" in sys.argv:
                 torch.cuda.synchronize()
                 print(f"SMOKE ok   {name}/{v}: build+3 steps {t1 - t0:.1f}s, 1 step {1e3 * (time.perf_counter() - t1):.2f} ms, "
                       f"max mem {torch.cuda.max_memory_allocated() / 2**30:.1f} GiB", flush=True)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 import traceback
                 traceback.print_exc()
                 print(f"SMOKE FAIL {name}/{v}: {type(e).__name__}: {e}", flush=True)

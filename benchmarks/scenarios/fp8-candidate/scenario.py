@@ -51,7 +51,7 @@ def cast_fns():
         try:
             import torch._dynamo
             torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 32)
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         _fns["e4m3"] = torch.compile(_cast_e4m3, dynamic=False, fullgraph=True)
         _fns["e5m2"] = torch.compile(_cast_e5m2, dynamic=False, fullgraph=True)
@@ -122,9 +122,8 @@ class Scenario:
             j = self.i % POOL
             self.i += 1
             x, y = self.px[j], self.py[j]
-        with mark("forward"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                out = self.model(x)
+        with mark("forward"), torch.autocast("cuda", dtype=torch.bfloat16):
+            out = self.model(x)
         with mark("loss"):
             loss = F.mse_loss(out.float(), y)
         with mark("backward"):

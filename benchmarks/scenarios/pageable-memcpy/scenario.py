@@ -79,9 +79,8 @@ class Scenario:
                 y.record_stream(cur)
                 self.next = self._issue(self.i + 1)  # prefetch next batch, overlaps compute
             self.i += 1
-        with mark("forward"):
-            with torch.autocast("cuda", dtype=torch.bfloat16):
-                logits = self.model(x)
+        with mark("forward"), torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = self.model(x)
         with mark("loss"):
             loss = F.cross_entropy(logits.float(), y)
         with mark("backward"):
