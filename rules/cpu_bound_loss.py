@@ -11,7 +11,6 @@ from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Re
 from advisor.graph import api_names
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
-from advisor.graph.projection import Projector
 from advisor.graph.queries import (
     graphable_regions,
     inside,
@@ -109,7 +108,7 @@ class CpuBoundLoss(Rule):
         spans = loss_spans(graph, steps)
         if not spans:
             return
-        projector = Projector(graph)
+        projector = graph.projector
         loss_gpu = sum(projector.gpu_time(steps[0].pid, b) - projector.gpu_time(steps[0].pid, a)
                        for a, b in spans)
         step_total = sum(s.time_ns for s in steps)

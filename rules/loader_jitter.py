@@ -11,7 +11,6 @@ from advisor.engine.effects import ScaleHostWork, SetCallDurations
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
 from advisor.graph import api_names
 from advisor.graph.model import OpGraph, Step
-from advisor.graph.projection import Projector
 from advisor.graph.queries import per_step, process_calls, step_of
 
 OUTLIER_MADS = 4.0
@@ -121,7 +120,7 @@ class LoaderJitter(Rule):
         slow_data = [s for s in outliers if _data_host_ns(s) > 2 * data_median + 100_000]
         alloc_steps = {step_of(steps, c.start_ns).index for c in allocs if step_of(steps, c.start_ns)}
         coinciding = [s for s in outliers if s.index in alloc_steps or s in slow_data]
-        projector = Projector(graph)
+        projector = graph.projector
         data_gpu = sum(projector.gpu_time(s.pid, b) - projector.gpu_time(s.pid, a)
                        for s in steps for a, b in s.phases.get("data", []))
         step_total = sum(s.time_ns for s in steps)

@@ -7,7 +7,6 @@ GPU-side times and warm-up are decided here, the same way for every format.
 from __future__ import annotations
 
 from advisor.graph.model import ApiCall, CpuRange, GpuOp, OpGraph, Step, SyncWait, TraceInfo
-from advisor.graph.projection import Projector
 from advisor.graph.steps import (
     attach_gpu_times,
     attach_phases,
@@ -36,6 +35,6 @@ def build_graph(
                                   "repeating kernel launch sequence")
     graph.steps = sorted(steps, key=lambda s: (s.pid, s.tid, s.cpu_start_ns))
     attach_phases(graph, graph.steps)
-    attach_gpu_times(graph, graph.steps, Projector(graph))
+    attach_gpu_times(graph, graph.steps, graph.projector)
     mark_warmup(graph.steps)
     return graph

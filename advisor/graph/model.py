@@ -340,6 +340,13 @@ class OpGraph:
         """The GPU work a step enqueued (what its host thread launched during the step)."""
         return self.ops_launched_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns)
 
+    @cached_property
+    def projector(self):  # -> advisor.graph.projection.Projector (imported lazily: it imports us)
+        """Host time -> GPU time, built once per graph (see `advisor.graph.projection`)."""
+        from advisor.graph.projection import Projector
+
+        return Projector(self)
+
     @property
     def steady_steps(self) -> list[Step]:
         return [s for s in self.steps if not s.warmup]

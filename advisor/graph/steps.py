@@ -158,7 +158,7 @@ def attach_phases(graph: OpGraph, steps: Sequence[Step]) -> None:
 
 
 def attach_gpu_times(graph: OpGraph, steps: Sequence[Step], projector: Projector | None = None) -> None:
-    projector = projector or Projector(graph)
+    projector = projector or graph.projector
     for step in steps:
         if not projector.has_gpu_work(step.pid):
             continue

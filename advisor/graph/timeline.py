@@ -215,7 +215,7 @@ def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown
 
 
 def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
-    projector = Projector(graph)
+    projector = graph.projector
     rows = [breakdown(graph, s, projector) for s in steps]
     cat_ns: dict[str, int] = defaultdict(int)
     per_kernel: dict[str, list[int]] = defaultdict(lambda: [0, 0])
