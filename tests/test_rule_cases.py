@@ -2,7 +2,7 @@
 and the estimate lands within a factor 1.3 of the speedup measured without a profiler.
 
 The traces and timings come from benchmarks/scenarios (captured on an H100; see
-fixtures/scenarios/README.md). A rule without a scenario fails here: rules are validated on real
+fixtures/README.md). A rule without a scenario fails here: rules are validated on real
 traces or not shipped.
 """
 
