@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import SetOpDurations
 from advisor.engine.hardware import FP32_TO_BF16_GEMM_SPEEDUP, FP32_TO_TF32_GEMM_SPEEDUP, MIN_KERNEL_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
 from advisor.graph.kernels import KernelCategory, classify, gemm_precision, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
@@ -67,6 +67,7 @@ class Fp32Matmul(Rule):
     code = "PREC001"
     name = "fp32-matmul"
     category = Category.PRECISION
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import SetOpDurations
 from advisor.engine.hardware import BF16_TO_FP8_GEMM_FACTOR
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
 from advisor.graph.kernels import KernelCategory, classify, gemm_precision, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
@@ -88,6 +88,7 @@ class Fp8Candidate(Rule):
     code = "PREC002"
     name = "fp8-candidate"
     category = Category.PRECISION
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         if not is_hopper(graph):

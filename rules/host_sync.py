@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import RemoveWaits
-from advisor.engine.rule import Category, Confidence, Finding, Fix, Requirement, Rule
+from advisor.engine.rule import Category, Confidence, Finding, Fix, Requirement, Rule, Status
 from advisor.engine.rule import Evidence as Ev
 from advisor.graph import api_names
 from advisor.graph.kernels import short_name
@@ -81,6 +81,7 @@ class HostSync(Rule):
     code = "HOST001"
     name = "host-sync"
     category = Category.HOST
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import ScaleHostWork, SetCallDurations
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
 from advisor.graph import api_names
 from advisor.graph.model import OpGraph, Step
 from advisor.graph.queries import per_step, process_calls, step_of
@@ -107,6 +107,7 @@ class LoaderJitter(Rule):
     code = "INPT001"
     name = "loader-jitter"
     category = Category.INPUT
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS,)
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:

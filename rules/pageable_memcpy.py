@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import OverlapOps, RemoveWaits, SetOpDurations
 from advisor.engine.hardware import PINNED_H2D_BYTES_PER_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
 from advisor.graph import api_names
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops
@@ -87,6 +87,7 @@ class PageableMemcpy(Rule):
     code = "INPT002"
     name = "pageable-memcpy"
     category = Category.INPUT
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.COPIES)
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
 from advisor.graph.kernels import KernelCategory, classify_name, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
@@ -94,6 +94,7 @@ class RngBoundDropout(Rule):
     code = "KERN001"
     name = "rng-bound-dropout"
     category = Category.KERNELS
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps

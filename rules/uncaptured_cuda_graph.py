@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, RemoveWaits
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
 from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS
 from advisor.graph import api_names
 from advisor.graph.model import GpuOpKind, OpGraph
@@ -94,6 +94,7 @@ class UncapturedCudaGraph(Rule):
     code = "HOST003"
     name = "uncaptured-cuda-graph"
     category = Category.HOST
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
 from advisor.graph.kernels import KernelCategory, classify, is_gelu, short_name
 from advisor.graph.model import OpGraph
 from advisor.graph.queries import inside, per_step, steps_ops, stream_sequences
@@ -75,6 +75,7 @@ class UnfusedGemmGelu(Rule):
     code = "KERN003"
     name = "unfused-gemm-gelu"
     category = Category.KERNELS
+    status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps

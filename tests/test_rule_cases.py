@@ -86,3 +86,14 @@ def test_estimate_is_within_tolerance_of_the_measured_speedup(rows, rule: str, f
     ratio = row.estimated / row.measured
     assert 1 / validate_rules.TOLERANCE <= ratio <= validate_rules.TOLERANCE, (
         f"{rule}/{fmt}: estimated {row.estimated:.3f}x vs measured {row.measured:.3f}x")
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_a_stable_rule_is_validated_on_both_trace_formats(rule: str):
+    from advisor.engine.registry import load_rules
+    from advisor.engine.rule import Status
+
+    cls = next(r for r in load_rules() if r.name == rule)
+    if cls.status is Status.STABLE:
+        assert not any((rule, fmt) in OUT_OF_TOLERANCE for fmt in FORMATS), (
+            f"{rule} is stable but its estimate misses on a real capture")
