@@ -1,7 +1,8 @@
 """Every failure a user can cause, as one exception tree with its exit code.
 
 The CLI catches `AdvisorError` in one place and prints its message on one line (HTTPie's
-funnel); anything else is a bug and shows a traceback only with ``--traceback``.
+funnel; ``--traceback`` adds the traceback); anything else is a bug in advisor, which prints its
+traceback and exits 70 so that it is never mistaken for a verdict.
 """
 
 from __future__ import annotations

@@ -90,17 +90,20 @@ class RuleContext:
             e.apply(sim)
         return sim.run()
 
-    def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
-        """Step time before / after, both replayed without the profiler's host overhead.
+    def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:
+        """The step before and after the effects, both replayed without the profiler's host
+        overhead, so they describe the job as it runs unprofiled.
 
         ``basis`` "median" is robust to the odd slow step a profiler causes; "mean" counts
         jitter, for fixes that remove it.
         """
         after = self.replay(effects)
         if basis == "mean":
-            base, new = self.baseline.mean_ns, after.mean_ns
-        else:
-            base, new = self.baseline.median_ns, after.median_ns
+            return self.baseline.mean_ns, after.mean_ns
+        return self.baseline.median_ns, after.median_ns
+
+    def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
+        base, new = self.before_after(effects, basis)
         return base / new if new > 0 else 1.0
 
     def finding(
@@ -119,14 +122,14 @@ class RuleContext:
     ) -> Finding:
         """A finding whose estimate is the replay of the steps with ``effects`` applied;
         ``low_effects``/``high_effects`` are the pessimistic and optimistic variants."""
-        speedup = self.speedup(effects, basis)
+        base, after = self.before_after(effects, basis)
+        speedup = base / after if after > 0 else 1.0
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
-        step_ns = self.step_ns if basis == "mean" else self.median_step_ns
         estimate = Estimate(
-            step_ns=step_ns,
-            predicted_step_ns=step_ns / speedup,
+            step_ns=base,
+            predicted_step_ns=after,
             speedup=speedup,
             low=low,
             high=high,

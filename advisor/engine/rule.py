@@ -102,10 +102,10 @@ class Fix:
 class Estimate:
     """The step after the fix, from the what-if model.
 
-    ``speedup`` is step time / predicted step time over the analysed steady-state steps (the
-    median step, or the mean where the finding is about jitter, see ``basis``), both replayed
-    without the tracing profiler's host overhead; ``low``/``high`` bound it under the model's
-    stated assumptions.
+    ``step_ns`` and ``predicted_step_ns`` are the analysed steady-state step (the median, or the
+    mean where the finding is about jitter, see ``basis``) before and after the fix, both
+    replayed without the tracing profiler's host overhead: the job as it runs unprofiled.
+    ``speedup`` is their ratio; ``low``/``high`` bound it under the model's stated assumptions.
     """
 
     step_ns: float

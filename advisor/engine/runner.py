@@ -72,13 +72,13 @@ def run_rules(
     if findings:
         effects: list[Effect] = [e for f in findings for e in f.effects]
         basis = "mean" if any(f.estimate.basis == "mean" for f in findings) else "median"
-        speedup = ctx.speedup(effects, basis)
-        step_ns = ctx.step_ns if basis == "mean" else ctx.median_step_ns
+        step_ns, after = ctx.before_after(effects, basis)
+        speedup = step_ns / after if after > 0 else 1.0
         lows = [f.estimate.low / f.estimate.speedup for f in findings]
         highs = [f.estimate.high / f.estimate.speedup for f in findings]
         combined = Estimate(
             step_ns=step_ns,
-            predicted_step_ns=step_ns / speedup,
+            predicted_step_ns=after,
             speedup=speedup,
             low=max(1.0, speedup * min(lows)),
             high=speedup * max(highs),

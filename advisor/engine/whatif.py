@@ -83,7 +83,9 @@ class _Node:
     obs_end: int
     dur: int
     call: ApiCall | None = None
-    step: int | None = None  # index of the step this marker starts; len(steps) = end marker
+    step: int | None = None  # index of the step this marker starts
+    step_end: int | None = None  # index of the step this marker ends
+    gap_from: int = 0  # observed start of the host work in ``gap`` (edits keep it)
     ops: list[int] = field(default_factory=list)
     wait_op: int | None = None
     wake: int = 0
@@ -135,9 +137,9 @@ class Simulation:
         calls = [a for a in graph.api_calls if a.pid == pid and w0 <= a.start_ns < w1]
         nodes = [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, call=a) for a in calls]
         nodes += [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
-        nodes.append(_Node(w1, w1, 0, step=len(self.steps)))
+        nodes += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
         # markers sort before calls starting at the same instant
-        nodes.sort(key=lambda n: (n.obs_start, n.call is not None))
+        nodes.sort(key=lambda n: (n.obs_start, n.call is not None, n.step is not None))
         self.nodes = nodes
         self.node_of_call = {n.call.id: i for i, n in enumerate(nodes) if n.call is not None}
         self.ops: list[_Op] = []
@@ -146,6 +148,7 @@ class Simulation:
         self._link_chain()
         self._link_ops(w0)
         self._link_waits(calls)
+        self.dispatch_ns = self._measure_dispatch()
 
     # ----- construction --------------------------------------------------------------------
 
@@ -157,7 +160,7 @@ class Simulation:
                 if n.obs_start < f.obs_end:
                     n.overlap_from, n.overlap_offset = frontier, n.obs_start - f.obs_start
                 else:
-                    n.gap = n.obs_start - f.obs_end
+                    n.gap, n.gap_from = n.obs_start - f.obs_end, f.obs_end
             if frontier is None or n.obs_end >= self.nodes[frontier].obs_end:
                 frontier = i
 
@@ -168,14 +171,24 @@ class Simulation:
             if n.call is not None:
                 for op in sorted(graph.launched(n.call), key=lambda o: o.start_ns):
                     launched.append((i, op.start_ns, op))
-        # Streams already busy with work launched before the window (the GPU runs behind).
+        # Streams already busy with work launched before the window (the GPU runs behind): ops
+        # whose launch precedes the window or the trace, or that have no traced launch and run
+        # on a stream ahead of the window's first op there, hold the stream until they end.
         in_window = {op.id for _, _, op in launched}
+        first_in_window: dict[tuple[int, int], int] = {}
+        for _, _, op in launched:
+            key = (op.device, op.stream)
+            first_in_window[key] = min(first_in_window.get(key, op.start_ns), op.start_ns)
         for op in graph.gpu_ops:
             if op.pid != self.pid or op.id in in_window:
                 continue
+            key = (op.device, op.stream)
             call = graph.launcher(op)
-            if call is None or call.start_ns < w0:
-                key = (op.device, op.stream)
+            if call is not None:
+                backlog = call.start_ns < w0
+            else:
+                backlog = graph.launched_before_trace(op) or op.start_ns < first_in_window.get(key, w0)
+            if backlog:
                 self._stream_free_at[key] = max(self._stream_free_at.get(key, 0), op.end_ns)
         # Launch latency: the fastest launches are those that found their stream idle; when the
         # GPU never caught up with the host the trace cannot show it, and the default applies.
@@ -210,6 +223,12 @@ class Simulation:
             node.dur = min(node.dur, max(node.wake, SYNC_RETURN_NS))
 
     def remove_profiler_overhead(self) -> None:
+        """Take the tracing profiler's own host cost out of the timeline (see
+        `_remove_profiler_overhead`); the host work per launch is measured again after it."""
+        self._remove_profiler_overhead()
+        self.dispatch_ns = self._measure_dispatch()
+
+    def _remove_profiler_overhead(self) -> None:
         """Take the tracing profiler's own host cost out of the timeline.
 
         A profiler slows the host down (each traced call, each recorded operator) but not the
@@ -240,7 +259,7 @@ class Simulation:
             return
         for n in self.nodes:
             if n.overlap_from is None and n.gap > 0:
-                a, b = n.obs_start - n.gap, n.obs_start
+                a, b = n.gap_from, n.obs_start
                 k = bisect_left(op_starts, b) - bisect_left(op_starts, a)
                 n.gap = max(0, n.gap - k * KINETO_OP_OVERHEAD_NS)
 
@@ -264,10 +283,9 @@ class Simulation:
                         node.dur = 0
                         node.gap = max(0, node.gap - min(node.gap, self.dispatch_ns))
 
-    @property
-    def dispatch_ns(self) -> int:
+    def _measure_dispatch(self) -> int:
         """Host work per launch in this trace: the median host time before a kernel launch
-        (framework dispatch and Python per op), read off the replay's own gaps."""
+        (framework dispatch and Python per op), read off the replay's own gaps once."""
         from advisor.graph.api_names import is_launch
 
         gaps = [n.gap for n in self.nodes if n.call is not None and is_launch(n.call.name)
@@ -312,9 +330,9 @@ class Simulation:
                 continue
             if n.gap <= 0:
                 continue
-            g0, g1 = n.obs_start - n.gap, n.obs_start
+            g0, g1 = n.gap_from, n.obs_start
             cut = sum(max(0, min(g1, b) - max(g0, a)) for a, b in spans)
-            n.gap -= int(cut * (1 - factor))
+            n.gap = max(0, n.gap - int(cut * (1 - factor)))
 
     def to_side_stream(self, op_ids: Iterable[int], durations: dict[int, int] | None = None) -> None:
         """Ops overlap the step on another stream (a prefetched copy) and stop blocking their
@@ -338,10 +356,12 @@ class Simulation:
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
         graph launch, kernels follow each other at the graph's node gap, host waits inside go."""
+        starts = [n.obs_start for n in self.nodes]  # nodes are in observed start order
         for a, b in sorted(intervals):
             head = None
-            for i, n in enumerate(self.nodes):
-                if n.call is None or not (a <= n.obs_start < b):
+            for i in range(bisect_left(starts, a), bisect_left(starts, b)):
+                n = self.nodes[i]
+                if n.call is None:
                     continue
                 n.graphed = True
                 n.wait_op = None
@@ -359,16 +379,18 @@ class Simulation:
                 for j in n.ops:
                     o = self.ops[j]
                     o.graphed = True
-                    o.stream_gap = min(o.stream_gap, node_gap_ns)
+                    # a launch-bound kernel now follows its predecessor at the graph's node gap;
+                    # a gap the GPU itself showed (a wait on another stream) stays
+                    if o.stream_gap == 0:
+                        o.stream_gap = node_gap_ns
                     o.launch_lat = self.launch_latency
             # Kernels of a graph become ready when the graph launch is issued.
             if head is not None:
                 for n in self.nodes[head:]:
-                    if not n.graphed:
-                        continue
                     if n.obs_start >= b:
                         break
-                    n.overlap_from = None
+                    if n.graphed:
+                        n.overlap_from = None
 
     # ----- replay ------------------------------------------------------------------------------
 
@@ -382,7 +404,8 @@ class Simulation:
         # max end of any op launched so far (the GPU-side projection), starting with the work
         # launched before the window that the GPU was still running
         latest_end_launched = max(self._stream_free_at.values(), default=0)
-        boundaries: list[int] = []
+        starts_at = [0] * len(self.steps)
+        ends_at = [0] * len(self.steps)
         side_time = [0] * (len(self.steps) + 1)
         current_step = 0
         frontier, frontier_obs_end = -1, -(2**62)
@@ -396,8 +419,10 @@ class Simulation:
             else:
                 s = end[frontier] + n.gap
             if n.step is not None:
-                boundaries.append(max(s, latest_end_launched))
+                starts_at[n.step] = max(s, latest_end_launched)
                 current_step = n.step
+            if n.step_end is not None:
+                ends_at[n.step_end] = max(s, latest_end_launched)
             if n.graph_head:
                 graph_head_start = s
             e = s + n.dur
@@ -432,8 +457,7 @@ class Simulation:
         self.replayed = (start, end, op_end)  # kept for inspection (tests, timelines)
         periods = []
         for k in range(len(self.steps)):
-            p = boundaries[k + 1] - boundaries[k]
-            periods.append(max(p, side_time[k]))
+            periods.append(max(ends_at[k] - starts_at[k], side_time[k]))
         return Replay(tuple(periods))
 
 

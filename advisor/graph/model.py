@@ -263,6 +263,21 @@ class OpGraph:
             return None
         return self.api_by_correlation.get((op.pid, op.correlation))
 
+    @cached_property
+    def _first_correlation(self) -> dict[int, int]:
+        first: dict[int, int] = {}
+        for a in self.api_calls:
+            first[a.pid] = min(first.get(a.pid, a.correlation), a.correlation)
+        return first
+
+    def launched_before_trace(self, op: GpuOp) -> bool:
+        """An op with no traced launch whose correlation id precedes every traced call of its
+        process: it was launched before tracing began (the GPU was running behind)."""
+        if op.correlation is None or self.launcher(op) is not None:
+            return False
+        first = self._first_correlation.get(op.pid)
+        return first is not None and op.correlation < first
+
     def launched(self, call: ApiCall) -> list[GpuOp]:
         """The GPU ops a host call enqueued (several for a graph launch traced per node)."""
         return self.ops_by_correlation.get((call.pid, call.correlation), [])
@@ -328,6 +343,27 @@ class OpGraph:
                 found.append(ranges[i])
             i = parents[i]
         return found[::-1]
+
+    @cached_property
+    def _op_starts(self) -> tuple[list[int], int]:
+        return [o.start_ns for o in self.gpu_ops], max((o.duration_ns for o in self.gpu_ops), default=0)
+
+    @cached_property
+    def _call_starts(self) -> tuple[list[int], int]:
+        return [c.start_ns for c in self.api_calls], max((c.duration_ns for c in self.api_calls),
+                                                          default=0)
+
+    def ops_overlapping(self, pid: int, start_ns: int, end_ns: int) -> list[GpuOp]:
+        """GPU ops of a process that run during [start_ns, end_ns) (bisect, not a scan)."""
+        starts, longest = self._op_starts
+        lo, hi = bisect_left(starts, start_ns - longest), bisect_left(starts, end_ns)
+        return [o for o in self.gpu_ops[lo:hi] if o.pid == pid and o.end_ns > start_ns]
+
+    def calls_overlapping(self, pid: int, start_ns: int, end_ns: int) -> list[ApiCall]:
+        """Host calls of a process (any thread) that run during [start_ns, end_ns)."""
+        starts, longest = self._call_starts
+        lo, hi = bisect_left(starts, start_ns - longest), bisect_left(starts, end_ns)
+        return [c for c in self.api_calls[lo:hi] if c.pid == pid and c.end_ns > start_ns]
 
     def ops_launched_in(self, pid: int, tid: int, start_ns: int, end_ns: int) -> list[GpuOp]:
         """GPU ops enqueued by calls made on one thread inside [start_ns, end_ns)."""

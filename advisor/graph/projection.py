@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from advisor.graph.model import OpGraph
 
-_BEFORE_WINDOW = -(2**62)  # launch time of ops whose launching call is outside the trace
+_BEFORE_ALL = -(2**62)
 
 
 class Projector:
@@ -26,12 +26,19 @@ class Projector:
         launches: dict[int, list[tuple[int, int]]] = defaultdict(list)
         for op in graph.gpu_ops:
             call = graph.launcher(op)
-            launched_at = call.start_ns if call is not None else _BEFORE_WINDOW
+            # An op launched before tracing began comes before every boundary; any other op
+            # whose launch is not in the trace was launched no later than it started.
+            if call is not None:
+                launched_at = call.start_ns
+            elif graph.launched_before_trace(op):
+                launched_at = _BEFORE_ALL
+            else:
+                launched_at = op.start_ns
             launches[op.pid].append((launched_at, op.end_ns))
         self._index: dict[int, tuple[list[int], list[int]]] = {}
         for pid, pairs in launches.items():
             pairs.sort()
-            times, prefix_max_end, best = [], [], _BEFORE_WINDOW
+            times, prefix_max_end, best = [], [], _BEFORE_ALL
             for launched_at, end in pairs:
                 best = max(best, end)
                 times.append(launched_at)

@@ -149,7 +149,7 @@ def _step_window(step: Step) -> tuple[int, int]:
 def _busy_and_gaps(graph: OpGraph, step: Step) -> tuple[list[GpuOp], int, list[tuple[int, int]]]:
     """The step's GPU ops, their busy time and the idle gaps inside the step's GPU interval."""
     g0, g1 = _step_window(step)
-    ops = [o for o in graph.gpu_ops if o.pid == step.pid and o.end_ns > g0 and o.start_ns < g1]
+    ops = graph.ops_overlapping(step.pid, g0, g1)
     busy, gaps = _union_length([(max(o.start_ns, g0), min(o.end_ns, g1)) for o in ops])
     if ops:
         first = min(o.start_ns for o in ops)
@@ -166,7 +166,7 @@ def _busy_and_gaps(graph: OpGraph, step: Step) -> tuple[list[GpuOp], int, list[t
 def _blame_gaps(graph: OpGraph, step: Step, ops: list[GpuOp],
                 gaps: list[tuple[int, int]]) -> list[tuple[int, int, str]]:
     g0, g1 = _step_window(step)
-    calls = [c for c in graph.api_calls if c.pid == step.pid and c.end_ns > g0 and c.start_ns < g1]
+    calls = graph.calls_overlapping(step.pid, g0, g1)
     starts = sorted(ops, key=lambda o: o.start_ns)
     segs = _call_segments(calls)
     seg_starts = [x[0] for x in segs]

@@ -69,7 +69,7 @@ def render(analysis: Analysis, console: Console) -> None:
         if r.combined:
             c = r.combined
             console.print(f"All fixes together: [bold green]{c.speedup:.2f}x[/] "
-                          f"(step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
+                          f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     if r.skipped:

@@ -139,7 +139,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         ],
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
         "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else (
-            _ms(s.mean_step_ns) if s.steps else None),
+            _ms(r.unprofiled_median_ns if r.unprofiled_median_ns is not None else s.median_step_ns)
+            if s.steps else None),
         "model_check": {
             "replay_error": None if r.baseline_error is None else round(r.baseline_error, 4),
             # Host time per step the tracing profiler itself added (estimated); speedups are
