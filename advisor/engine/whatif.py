@@ -462,6 +462,3 @@ class Simulation:
             periods.append(max(ends_at[k] - starts_at[k], side_time[k]))
         return Replay(tuple(periods))
 
-
-def observed_periods(steps: Sequence[Step]) -> list[int]:
-    return [s.time_ns for s in steps]

@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from advisor.graph.kernels import KernelCategory, classify, short_name
+from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
 from advisor.graph.projection import Projector
 from advisor.graph.steps import phase_order
@@ -248,4 +248,4 @@ def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
     )
 
 
-__all__ = ["KernelCategory", "StepBreakdown", "Summary", "idle_segments", "summarize"]
+__all__ = ["StepBreakdown", "Summary", "idle_segments", "summarize"]
