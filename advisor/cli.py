@@ -13,13 +13,14 @@ import traceback
 
 import click
 
+from advisor import DISTRIBUTION
 from advisor.errors import AdvisorError, ExitCode
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in advisor, not in the user's input
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="advisor")
+@click.version_option(package_name=DISTRIBUTION)
 @click.option("--traceback", "show_traceback", is_flag=True, help="Show the traceback of errors.")
 @click.pass_context
 def cli(ctx: click.Context, show_traceback: bool) -> None:

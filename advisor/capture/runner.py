@@ -77,7 +77,7 @@ def import_torch() -> None:
         import torch  # noqa: F401
     except ImportError as e:
         raise CaptureError("advisor profile needs PyTorch in this Python environment "
-                           f"({sys.executable}): pip install 'advisor[profile]'") from e
+                           f"({sys.executable}): pip install 'h100-advisor[profile]'") from e
 
 
 def check_outputs(opts: ProfileOptions) -> None:

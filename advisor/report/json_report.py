@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from advisor import DISTRIBUTION
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
 from advisor.errors import OutputError
@@ -27,7 +28,7 @@ def _ms(ns: float | None) -> float | None:
 
 def advisor_version() -> str:
     try:
-        return version("advisor")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0+unknown"
 
