@@ -120,12 +120,12 @@ def test_unlinked_gpu_ops_were_launched_before_tracing_began(rel):
     assert any("launched before tracing started" in n for n in graph.info.notes)
 
 
-@pytest.mark.parametrize("rel", sorted(KINETO))
+@pytest.mark.parametrize("rel", sorted(rel for rel, kernels in KINETO.items() if kernels))
 def test_most_kernels_have_a_launcher(rel):
+    """Over the traces that have kernels (SOURCES.md's count; the kernel-count test above
+    checks that count, zero included, on every trace)."""
     graph = load(rel)
     kernels = list(graph.kernels())
-    if not kernels:
-        pytest.skip("no kernels in this trace")
     linked = sum(1 for k in kernels if graph.launcher(k) is not None)
     assert linked / len(kernels) > 0.7  # Qwen: 1029/1465, the rest predate the trace
 
