@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from advisor.engine.registry import load_rules, select
+from advisor.config import RuleSettings, resolve
+from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph
 from advisor.graph.timeline import Summary, summarize
@@ -32,13 +33,18 @@ def analyze_graph(
     graph: OpGraph,
     rule_names: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, object]] | None = None,
+    settings: RuleSettings | None = None,
 ) -> Analysis:
+    """Run the rules over a graph's steady-state steps. ``settings`` (pyproject.toml and the
+    CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
+    same for library callers, applied on top."""
     from advisor.engine.context import analysed_steps
 
-    rules = select(load_rules(), list(rule_names or []))
+    settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
+    rules, rule_options = resolve(load_rules(), settings)
     steps = analysed_steps(graph)
     summary = summarize(graph, steps)
-    results = run_rules(graph, rules, options)
+    results = run_rules(graph, rules, rule_options)
     return Analysis(graph, summary, results)
 
 
@@ -47,6 +53,7 @@ def analyze(
     rule_names: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, object]] | None = None,
     load_options: LoadOptions | None = None,
+    settings: RuleSettings | None = None,
 ) -> Analysis:
     """Read a trace and run the rules over its steady-state steps."""
-    return analyze_graph(load_trace(path, load_options), rule_names, options)
+    return analyze_graph(load_trace(path, load_options), rule_names, options, settings)

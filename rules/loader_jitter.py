@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import ScaleHostWork, SetCallDurations
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Evidence,
+    Finding,
+    Fix,
+    Option,
+    Requirement,
+    Rule,
+    Status,
+)
 from advisor.graph import api_names
 from advisor.graph.model import OpGraph, Step
 from advisor.graph.queries import per_step, process_calls, step_of
@@ -24,11 +35,11 @@ ALLOC_MIN_NS = 50_000
 """Allocation calls shorter than this are the caching allocator's fast path, not a reallocation."""
 
 
-def _outliers(steps: list[Step]) -> list[Step]:
+def _outliers(steps: list[Step], mads: float = OUTLIER_MADS) -> list[Step]:
     times = [s.time_ns for s in steps]
     med = statistics.median(times)
     mad = statistics.median(abs(t - med) for t in times) or 1.0
-    limit = med + max(OUTLIER_MADS * mad, OUTLIER_MIN_SHARE * med)
+    limit = med + max(mads * mad, OUTLIER_MIN_SHARE * med)
     return [s for s in steps if s.time_ns > limit]
 
 
@@ -109,6 +120,13 @@ class LoaderJitter(Rule):
     category = Category.INPUT
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS,)
+    options: ClassVar[Mapping[str, Option]] = {
+        "outlier-mads": Option(
+            OUTLIER_MADS,
+            "a step is an outlier above the median plus this many median absolute deviations: "
+            "raise it for a job whose steps legitimately vary (variable sequence lengths), "
+            "lower it to catch milder jitter"),
+    }
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -116,7 +134,7 @@ class LoaderJitter(Rule):
             return
         allocs = process_calls(graph, steps, lambda c: api_names.is_alloc(c.name)
                                and c.duration_ns >= ALLOC_MIN_NS)
-        outliers = _outliers(steps)
+        outliers = _outliers(steps, float(self.option(ctx, "outlier-mads")))
         data_median = statistics.median(_data_host_ns(s) for s in steps)
         slow_data = [s for s in outliers if _data_host_ns(s) > 2 * data_median + 100_000]
         alloc_steps = {step_of(steps, c.start_ns).index for c in allocs if step_of(steps, c.start_ns)}

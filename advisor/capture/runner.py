@@ -26,6 +26,11 @@ class ProfileOptions:
     quiet: bool = False
     nsys_child: bool = False  # internal: running under `nsys profile` started by the parent
     extra_notes: list[str] = field(default_factory=list)
+    select: tuple[str, ...] = ()  # rule selection and options, as `advisor analyze` takes them
+    ignore: tuple[str, ...] = ()
+    rule_option: tuple[str, ...] = ()
+    isolated: bool = False
+    show_fixes: bool = False
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
@@ -38,6 +43,14 @@ class ProfileOptions:
             args.append("--nsys")
         if self.quiet:
             args.append("--quiet")
+        for flag, values in (("--select", self.select), ("--ignore", self.ignore),
+                             ("--rule-option", self.rule_option)):
+            for value in values:
+                args += [flag, value]
+        if self.isolated:
+            args.append("--isolated")
+        if self.show_fixes:
+            args.append("--show-fixes")
         return args
 
 
@@ -121,8 +134,10 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
     recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace)
     talk = not opts.quiet and rank.prints
+    shown = _progress(opts, rank)
     sess = session.Session(session.WindowPlan(opts.wait, opts.steps), recorder,
-                           progress=session.progress_to_stderr if talk else None)
+                           progress=session.progress_to_stderr if talk else None,
+                           status=shown.note)
     sess.install()
     session.activate(sess)
     try:
@@ -139,6 +154,13 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     if not recorder.written:
         return _nothing_recorded(opts, state, code, recorder.error)
     return report(opts, rank, trace, code, state.recorded, state.complete)
+
+
+def _progress(opts: ProfileOptions, rank: Rank):
+    """The progress display: rank 0 only, on a terminal, not with --quiet."""
+    from advisor.report.progress import Progress
+
+    return Progress.on_stderr(opts.quiet) if rank.prints else Progress(False)
 
 
 def write_status(out: Path, rank: Rank, code: int, state) -> None:
@@ -179,8 +201,9 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
             return code
         raise CaptureError(msg)
     try:
-        analysis = analyze_recorded(trace, recorded)
-        render(analysis, opts, rank, talk)
+        progress = _progress(opts, rank)
+        analysis = analyze_recorded(trace, recorded, opts, progress)
+        render(analysis, opts, rank, talk, progress)
     except AdvisorError as e:
         if code == 0:
             raise
@@ -192,13 +215,21 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
     return code
 
 
-def analyze_recorded(trace: Path, recorded: list[int]):
+def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
+                     progress=None):
     """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window."""
-    from advisor.analysis import analyze_graph
+    from advisor.commands.analyze import analyze_rules, settings_from_cli
     from advisor.graph.steps import step_number
     from advisor.ingest.base import LoadOptions, load_trace
+    from advisor.report.progress import Progress
 
-    graph = load_trace(trace, LoadOptions(max_steps=max(LoadOptions.max_steps, len(recorded))))
+    opts = opts or ProfileOptions()
+    settings = settings_from_cli(opts.select, opts.ignore, opts.rule_option, opts.isolated)
+    progress = progress or Progress(False)
+    with progress.stage(f"reading {trace.name}") as stage:
+        graph = load_trace(trace, LoadOptions(max_steps=max(LoadOptions.max_steps, len(recorded))))
+        stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, "
+                   f"{len(graph.steps)} steps found")
     keep = set(recorded)
     kept = [s for s in graph.steps
             if "launch pattern" in s.name or step_number(s.name) in keep
@@ -207,16 +238,16 @@ def analyze_recorded(trace: Path, recorded: list[int]):
         graph.steps = kept
         if "steps" in graph.info.totals:
             graph.info.totals["steps"] = len(kept)
-    return analyze_graph(graph)
+    return analyze_rules(graph, settings, progress)
 
 
-def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
+def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:
     from advisor.capture.window import rank_suffixed
     from advisor.commands.analyze import emit
 
     json_out = rank_suffixed(opts.json_out, rank.rank, rank.world) if opts.json_out else None
     html_out = rank_suffixed(opts.html_out, rank.rank, rank.world) if opts.html_out else None
-    emit(analysis, json_out, html_out, quiet=True)
+    emit(analysis, json_out, html_out, quiet=True, progress=progress)
     from advisor.report.json_report import write_json
 
     write_json(analysis, opts.out / f"analysis_{rank.tag}.json")
@@ -226,4 +257,5 @@ def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
         from advisor.report import console as console_report
 
         # The script owns stdout: advisor's summary goes to stderr.
-        console_report.render(analysis, Console(stderr=True, highlight=False))
+        console_report.render(analysis, Console(stderr=True, highlight=False),
+                              show_fixes=opts.show_fixes)

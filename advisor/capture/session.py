@@ -59,7 +59,8 @@ class CaptureState:
 
 class Session:
     def __init__(self, plan: WindowPlan | None, recorder: Any = None, *,
-                 progress: Callable[[str], None] | None = None, nvtx: str = "auto") -> None:
+                 progress: Callable[[str], None] | None = None,
+                 status: Callable[[str], None] | None = None, nvtx: str = "auto") -> None:
         import torch
 
         self._torch = torch
@@ -67,7 +68,8 @@ class Session:
         self.recorder = recorder
         self.state = CaptureState()
         self.marker = Marker(nvtx_backend(nvtx))
-        self._progress = progress or (lambda msg: None)
+        self._progress = progress or (lambda msg: None)  # what went wrong: unless --quiet
+        self._status = status or (lambda msg: None)  # where the window is: on a terminal only
         self.tid = threading.main_thread().ident
         self.recording = False  # record_function marks go into the trace
         self.window_open = False
@@ -160,8 +162,7 @@ class Session:
             return
         self.window_open = True
         self.recording = rec.marks_profiler
-        self._progress(f"advisor: recording steps {plan.wait}-{plan.wait + plan.steps - 1} "
-                       f"({rec.kind})")
+        self._status(f"recording steps {plan.wait}-{plan.wait + plan.steps - 1} ({rec.kind})")
 
     def _stop_window(self) -> None:
         self.recording = False
@@ -170,9 +171,9 @@ class Session:
         ok = self._guarded(lambda: self.recorder.stop(list(self.state.incomplete)))
         if ok:
             where = getattr(self.recorder, "trace_path", None)
-            self._progress(f"advisor: {len(self.state.recorded)} steps recorded"
-                           + (f" to {where}" if where and self.recorder.written else "")
-                           + "; the job runs on unprofiled")
+            self._status(f"{len(self.state.recorded)} steps recorded"
+                         + (f" to {where}" if where and self.recorder.written else "")
+                         + "; the job runs on unprofiled")
 
     def _guarded(self, fn: Callable[[], None]) -> bool:
         """Run a recorder action; a failure is reported, never raised into the script."""

@@ -2,44 +2,125 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 
 from advisor.ingest.base import LoadOptions
 
+STDOUT = Path("-")
+
+
+def rule_options(func):
+    """The rule-selection flags shared by `analyze` and `profile` (ruff's names)."""
+    for decorator in reversed((
+        click.option("--select", "--rule", "select", multiple=True, metavar="RULES",
+                     help="Run only these rules (names or codes, comma-separated; repeatable). "
+                          "Replaces `select` of [tool.advisor]."),
+        click.option("--ignore", "ignore", multiple=True, metavar="RULES",
+                     help="Do not run these rules (names or codes, comma-separated; repeatable). "
+                          "Adds to `ignore` of [tool.advisor]."),
+        click.option("--rule-option", "rule_option", multiple=True, metavar="RULE.KEY=VALUE",
+                     help="Set a rule's option (`advisor rules NAME` lists them); repeatable."),
+        click.option("--isolated", is_flag=True,
+                     help="Ignore [tool.advisor] in pyproject.toml."),
+    )):
+        func = decorator(func)
+    return func
+
+
+def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
+                      rule_option: tuple[str, ...], isolated: bool):
+    """[tool.advisor] of the closest pyproject.toml (unless ``--isolated``), then the flags."""
+    from advisor.config import RuleSettings, load_settings, parse_assignment, split_names
+
+    base = RuleSettings() if isolated else load_settings()
+    options: dict[str, dict[str, object]] = {}
+    for text in rule_option:
+        rule, key, value = parse_assignment(text)
+        options.setdefault(rule, {})[key] = value
+    return base.override(split_names(select), split_names(ignore), options)
+
 
 @click.command("analyze")
 @click.argument("trace", type=click.Path(path_type=Path))
-@click.option("--json", "json_out", type=click.Path(path_type=Path), help="Write the JSON result here.")
+@click.option("--json", "json_out", type=click.Path(path_type=Path, allow_dash=True),
+              help="Write the JSON result here; `-` writes it to stdout (the console summary then "
+                   "goes to stderr).")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report here.")
-@click.option("--rule", "rules", multiple=True, help="Run only these rules (name or code); repeatable.")
+@rule_options
+@click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
               help="Steady-state steps to analyse in detail.")
-@click.option("--quiet", "-q", is_flag=True, help="No console summary.")
-def command(trace: Path, json_out: Path | None, html_out: Path | None, rules: tuple[str, ...],
+@click.option("--quiet", "-q", is_flag=True, help="No console summary and no progress display.")
+def command(trace: Path, json_out: Path | None, html_out: Path | None, select: tuple[str, ...],
+            ignore: tuple[str, ...], rule_option: tuple[str, ...], isolated: bool, show_fixes: bool,
             max_steps: int, quiet: bool) -> int:
-    """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz)."""
-    from advisor.analysis import analyze
+    """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz).
 
-    analysis = analyze(trace, rules, load_options=LoadOptions(max_steps=max_steps))
-    emit(analysis, json_out, html_out, quiet)
+    Rules are picked and configured by [tool.advisor] in the closest pyproject.toml (from the
+    working directory upward), then by --select/--ignore/--rule-option. While it works, a
+    progress display runs on stderr when stderr is a terminal.
+    """
+    from advisor.report.progress import Progress
+
+    settings = settings_from_cli(select, ignore, rule_option, isolated)
+    progress = Progress.on_stderr(quiet)
+    analysis = run_analysis(trace, LoadOptions(max_steps=max_steps), settings, progress)
+    emit(analysis, json_out, html_out, quiet, show_fixes=show_fixes, progress=progress)
     return 0
 
 
-def emit(analysis, json_out: Path | None, html_out: Path | None, quiet: bool) -> None:
-    """Render an analysis the way every command does: console, then the files asked for."""
+def run_analysis(trace: Path, load_options: LoadOptions, settings, progress):
+    """Read the trace and run the rules, each stage shown by ``progress``."""
+    from advisor.ingest.base import load_trace
+
+    with progress.stage(f"reading {trace}") as stage:
+        graph = load_trace(trace, load_options)
+        stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, {len(graph.steps)} steps found")
+    return analyze_rules(graph, settings, progress)
+
+
+def analyze_rules(graph, settings, progress):
+    from advisor.analysis import analyze_graph
+
+    with progress.stage("running the rules (what-if replay of the steps)") as stage:
+        analysis = analyze_graph(graph, settings=settings)
+        r = analysis.results
+        stage.done(f"rules: {len(r.findings) + len(r.below_threshold)} matches, "
+                   f"{len(r.findings)} findings, {len(r.skipped)} not applicable, "
+                   f"{r.steps_analysed} steps analysed")
+    return analysis
+
+
+def emit(analysis, json_out: Path | None, html_out: Path | None, quiet: bool,
+         show_fixes: bool = False, progress=None, stderr: bool = False) -> None:
+    """Render an analysis the way every command does: the files asked for, then the console
+    (on stderr when ``stderr`` or when JSON goes to stdout, so stdout stays parseable)."""
     from rich.console import Console
 
     from advisor.report import console as console_report
+    from advisor.report.progress import Progress
 
-    if json_out:
+    progress = progress or Progress(False)
+    if json_out == STDOUT:
+        from advisor.report.json_report import to_dict
+
+        click.echo(json.dumps(to_dict(analysis), indent=2))
+        stderr = True
+    elif json_out:
         from advisor.report.json_report import write_json
 
-        write_json(analysis, json_out)
+        with progress.stage(f"writing {json_out}") as stage:
+            write_json(analysis, json_out)
+            stage.done(f"wrote {json_out}")
     if html_out:
         from advisor.report.html_report import write_html
 
-        write_html(analysis, html_out)
+        with progress.stage(f"writing {html_out}") as stage:
+            write_html(analysis, html_out)
+            stage.done(f"wrote {html_out}")
     if not quiet:
-        console_report.render(analysis, Console(highlight=False))
+        console_report.render(analysis, Console(stderr=stderr, highlight=False),
+                              show_fixes=show_fixes)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from advisor.commands.analyze import rule_options
+
 
 @click.command(
     "profile",
@@ -28,14 +30,18 @@ import click
               help="Write the HTML report here.")
 @click.option("--nsys", is_flag=True,
               help="Record the window with Nsight Systems (nsys on PATH) instead of torch.profiler.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines and no console summary.")
+@rule_options
+@click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress display and no console summary (progress shows only on a terminal).")
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in `python -m`.")
 @click.option("--nsys-child", is_flag=True, hidden=True)
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def command(wait: int, steps: int, out: Path, json_out: Path | None, html_out: Path | None,
-            nsys: bool, quiet: bool, module: bool, nsys_child: bool, script: str,
-            script_args: tuple[str, ...]) -> int:
+            nsys: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+            rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
+            module: bool, nsys_child: bool, script: str, script_args: tuple[str, ...]) -> int:
     """Run SCRIPT as `python SCRIPT ARGS` would, find its training steps, record a window of
     them and diagnose it like `advisor analyze`.
 
@@ -46,7 +52,14 @@ def command(wait: int, steps: int, out: Path, json_out: Path | None, html_out: P
     """
     from advisor.capture.runner import ProfileOptions, profile
     from advisor.capture.script import Target
+    from advisor.commands.analyze import settings_from_cli
+    from advisor.config import resolve
+    from advisor.engine.registry import load_rules
 
+    # A mistake in the rule settings is reported now, not after the training script has run.
+    resolve(load_rules(), settings_from_cli(select, ignore, rule_option, isolated))
     opts = ProfileOptions(wait=wait, steps=steps, out=out, json_out=json_out, html_out=html_out,
-                          nsys=nsys, quiet=quiet, nsys_child=nsys_child)
+                          nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
+                          ignore=ignore, rule_option=rule_option, isolated=isolated,
+                          show_fixes=show_fixes)
     return profile(opts, Target(script, module=module), list(script_args))

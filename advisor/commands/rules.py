@@ -35,6 +35,12 @@ def command(name: str | None, write_docs: str | None) -> int:
         console.print(rule.summary())
         for title, body in rule.doc_sections().items():
             console.print(Markdown(f"### {title}\n\n{body}"))
+        if rule.options:
+            console.print(Markdown("### Options\n\n" + "\n".join(
+                f"- `{key}` (default `{opt.default!r}`): {opt.doc}"
+                for key, opt in rule.options.items())
+                + f"\n\nSet in pyproject.toml under `[tool.advisor.options.{rule.name}]` or with "
+                  f"`--rule-option {rule.name}.KEY=VALUE`."))
         return 0
     t = Table()
     for col in ("code", "name", "category", "status", "summary"):

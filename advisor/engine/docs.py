@@ -21,4 +21,10 @@ def rule_markdown(rule: type[Rule]) -> str:
     ]
     for title, body in rule.doc_sections().items():
         lines += [f"## {title}", "", body, ""]
+    if rule.options:
+        lines += ["## Options", "", f"Set in pyproject.toml (`[tool.advisor.options.{rule.name}]`) or "
+                  f"with `--rule-option {rule.name}.KEY=VALUE`.", "",
+                  "| option | default | meaning |", "|---|---|---|"]
+        lines += [f"| `{key}` | `{opt.default!r}` | {opt.doc} |" for key, opt in rule.options.items()]
+        lines.append("")
     return "\n".join(lines).rstrip() + "\n"

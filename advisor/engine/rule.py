@@ -165,6 +165,10 @@ class Rule(ABC):
             raise TypeError(f"rule {cls.__qualname__}: name {cls.name!r} is not kebab-case")
         if not cls.__doc__ or not cls.__doc__.strip():
             raise TypeError(f"rule {cls.__qualname__} has no docstring")
+        for key, opt in cls.options.items():
+            if not NAME_RE.match(key) or not isinstance(opt, Option):
+                raise TypeError(f"rule {cls.__qualname__}: option {key!r} must be a kebab-case "
+                                "name mapped to an Option")
 
     @classmethod
     def summary(cls) -> str:

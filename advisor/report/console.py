@@ -1,8 +1,15 @@
-"""The terminal summary (rich): what the step is made of and what to fix first."""
+"""The terminal summary (rich): what the step is made of and what to fix first.
+
+Readable at 80 columns: tables are two columns, and findings are blocks (ruff's diagnostics)
+rather than a wide table whose cells wrap word by word. ``show_fixes`` adds each finding's fix
+code under it, highlighted as Python.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
+from rich.padding import Padding
+from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -13,7 +20,7 @@ def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def render(analysis: Analysis, console: Console) -> None:
+def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> None:
     g, s, r = analysis.graph, analysis.summary, analysis.results
     info = g.info
     gpus = ", ".join(sorted({x.name for x in info.gpus})) or "GPU unknown"
@@ -42,7 +49,8 @@ def render(analysis: Analysis, console: Console) -> None:
                           f"{_ms(s.median_step_ns - overhead)}. Estimates leave it out.[/]")
         phases = s.phase_medians_ns()
         if phases:
-            t = Table(title="Phases (median, GPU-projected)", title_justify="left")
+            console.print("Phases (median, GPU-projected)", style="italic")
+            t = Table()
             t.add_column("phase")
             t.add_column("time", justify="right")
             for name, ns in phases.items():
@@ -50,22 +58,17 @@ def render(analysis: Analysis, console: Console) -> None:
             console.print(t)
         causes = s.idle_cause_medians_ns()
         if causes:
-            t = Table(title="GPU idle per step, by what the host was doing", title_justify="left")
+            console.print("GPU idle per step, by what the host was doing", style="italic")
+            t = Table()
             t.add_column("host was in")
             t.add_column("idle", justify="right")
             for name, ns in list(causes.items())[:8]:
                 t.add_row(name, _ms(ns))
             console.print(t)
     if r.findings:
-        t = Table(title="Findings (sorted by estimated speedup)", title_justify="left")
-        t.add_column("rule")
-        t.add_column("speedup", justify="right")
-        t.add_column("what")
-        t.add_column("fix")
-        for f in r.findings:
-            e = f.estimate
-            t.add_row(f.rule, f"{e.speedup:.2f}x ({e.low:.2f}-{e.high:.2f})", f.message, f.fix.title)
-        console.print(t)
+        console.print("Findings, by estimated speedup of the whole step", style="italic")
+        for i, f in enumerate(r.findings, 1):
+            _finding(console, i, f, show_fixes)
         if r.combined:
             c = r.combined
             console.print(f"All fixes together: [bold green]{c.speedup:.2f}x[/] "
@@ -75,3 +78,17 @@ def render(analysis: Analysis, console: Console) -> None:
     if r.skipped:
         console.print(Text("Skipped: " + "; ".join(f"{x.rule} ({x.reason})" for x in r.skipped),
                            style="dim"))
+
+
+def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
+    e = f.estimate
+    head = Text.assemble((f"{number}. ", "bold"), (f.rule, "bold cyan"), f" {f.code}  ",
+                         (f"{e.speedup:.2f}x", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ",
+                         (f.confidence.value, "dim"))
+    console.print(head)
+    console.print(Padding(Text(f.message), (0, 0, 0, 3), expand=False))
+    console.print(Padding(Text.assemble(("fix: ", "bold"), f.fix.title), (0, 0, 0, 3), expand=False))
+    if show_fixes and f.fix.snippet:
+        lexer = "python" if f.fix.kind == "code" else "text"
+        console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
+                                     background_color="default"), (0, 0, 0, 5), expand=False))
