@@ -12,6 +12,7 @@ def command(name: str | None, write_docs: str | None) -> int:
     """List the rules, or print one rule's full documentation."""
     from rich.console import Console
     from rich.markdown import Markdown
+    from rich.padding import Padding
     from rich.table import Table
 
     from advisor.engine.registry import load_rules, select
@@ -41,6 +42,12 @@ def command(name: str | None, write_docs: str | None) -> int:
                 for key, opt in rule.options.items())
                 + f"\n\nSet in pyproject.toml under `[tool.advisor.options.{rule.name}]` or with "
                   f"`--rule-option {rule.name}.KEY=VALUE`."))
+        return 0
+    if console.width < 120:  # a five-column table wraps word by word: one block per rule
+        for r in rules:
+            console.print(f"[bold]{r.code}[/] [bold cyan]{r.name}[/] "
+                          f"[dim]({r.category.value}, {r.status.value})[/]")
+            console.print(Padding(r.summary(), (0, 0, 0, 4)))
         return 0
     t = Table()
     for col in ("code", "name", "category", "status", "summary"):

@@ -165,3 +165,13 @@ def test_progress_shows_on_a_terminal_and_never_when_piped_or_quiet(tmp_path):
     assert "✓" not in _on_a_terminal("analyze", str(EXAMPLE), "-q", cwd=tmp_path)
     piped = advisor("analyze", str(EXAMPLE), "--html", str(html), cwd=tmp_path)
     assert "✓" not in piped.stderr + piped.stdout
+
+
+def test_the_rule_list_fits_80_columns_and_a_rule_page_lists_its_options(tmp_path):
+    from advisor.engine.registry import load_rules
+
+    listing = advisor("rules", cwd=tmp_path)
+    assert listing.returncode == 0 and max(len(x) for x in listing.stdout.splitlines()) <= 80
+    assert all(f"{r.code} {r.name}" in listing.stdout for r in load_rules())
+    page = advisor("rules", "loader-jitter", cwd=tmp_path)
+    assert "outlier-mads" in page.stdout and "[tool.advisor.options.loader-jitter]" in page.stdout
