@@ -175,3 +175,17 @@ def test_the_rule_list_fits_80_columns_and_a_rule_page_lists_its_options(tmp_pat
     assert all(f"{r.code} {r.name}" in listing.stdout for r in load_rules())
     page = advisor("rules", "loader-jitter", cwd=tmp_path)
     assert "outlier-mads" in page.stdout and "[tool.advisor.options.loader-jitter]" in page.stdout
+
+
+def test_profile_shows_its_progress_on_a_terminal_only(tmp_path):
+    """A real (tiny, CPU) training script under `advisor profile`."""
+    script = ROOT / "tests" / "capture" / "scripts" / "train_mlp.py"
+    args = ("profile", "--wait", "2", "--steps", "3", "--out", str(tmp_path / "out"), str(script),
+            "--iters", "8")
+    shown = _on_a_terminal(*args, cwd=tmp_path)
+    assert "recording steps 2-4" in shown and "3 steps recorded" in shown
+    assert "✓ read trace_rank0.json.gz: " in shown and "✓ rules: " in shown
+    piped = advisor(*args, cwd=tmp_path)
+    assert piped.returncode == 0, piped.stderr
+    assert "Steps: 3 found" in piped.stderr  # the summary, not the progress
+    assert "recording steps" not in piped.stderr and "✓" not in piped.stderr
