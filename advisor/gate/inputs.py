@@ -190,6 +190,8 @@ def load_input(path: str | Path) -> GateInput:
     if is_advisor_result(p):
         return from_dict(_read_result(p), str(p), "json")
     from advisor.analysis import analyze
+    from advisor.config import load_settings
     from advisor.report.json_report import to_dict
 
-    return from_dict(to_dict(analyze(p)), str(p), "trace")
+    # the project's [tool.advisor] applies, as to the `advisor profile` runs it gates
+    return from_dict(to_dict(analyze(p, settings=load_settings())), str(p), "trace")

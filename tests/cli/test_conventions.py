@@ -189,3 +189,16 @@ def test_profile_shows_its_progress_on_a_terminal_only(tmp_path):
     assert piped.returncode == 0, piped.stderr
     assert "Steps: 3 found" in piped.stderr  # the summary, not the progress
     assert "recording steps" not in piped.stderr and "✓" not in piped.stderr
+
+
+def test_the_gate_analyses_traces_with_the_projects_rules(tmp_path):
+    """The example against itself passes either way; with host-sync ignored in pyproject.toml
+    its findings leave the gate's comparison, as they would leave `advisor analyze`."""
+    out = tmp_path / "gate.json"
+    run = advisor("gate", str(EXAMPLE), str(EXAMPLE), "--json", str(out), cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "host-sync" in {f["rule"] for f in json.loads(out.read_text())["findings"]}
+    _pyproject(tmp_path, 'ignore = ["host-sync"]\n')
+    run = advisor("gate", str(EXAMPLE), str(EXAMPLE), "--json", str(out), cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "host-sync" not in {f["rule"] for f in json.loads(out.read_text())["findings"]}
