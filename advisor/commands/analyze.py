@@ -16,13 +16,19 @@ from advisor.ingest.base import LoadOptions
 @click.option("--rule", "rules", multiple=True, help="Run only these rules (name or code); repeatable.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
               help="Steady-state steps to analyse in detail.")
+@click.option("--steps", "step_pattern", metavar="REGEX",
+              help="The ranges (NVTX, record_function) that are the steps: a regular expression "
+                   "searched in range names, instead of the built-in step names.")
+@click.option("--pid", type=int, help="The process (rank) to analyse; default: the one with the "
+                                      "most steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No console summary.")
 def command(trace: Path, json_out: Path | None, html_out: Path | None, rules: tuple[str, ...],
-            max_steps: int, quiet: bool) -> int:
+            max_steps: int, step_pattern: str | None, pid: int | None, quiet: bool) -> int:
     """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz)."""
     from advisor.analysis import analyze
 
-    analysis = analyze(trace, rules, load_options=LoadOptions(max_steps=max_steps))
+    options = LoadOptions(max_steps=max_steps, step_pattern=step_pattern, pid=pid)
+    analysis = analyze(trace, rules, load_options=options)
     emit(analysis, json_out, html_out, quiet)
     return 0
 

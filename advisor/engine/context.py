@@ -95,16 +95,17 @@ class RuleContext:
                  assumptions: Sequence[str], basis: str) -> Estimate:
         """An estimate on the report's baseline step, withheld where the steps cannot carry one."""
         base = self.baseline_step_ns
+        withheld = self.basis.withheld
         return Estimate(
             step_ns=base,
             predicted_step_ns=base / speedup if speedup > 0 else base,
             speedup=speedup,
-            low=low,
+            low=1.0 if withheld else low,  # withheld: widened down to no gain, and labelled
             high=high,
             model=model,
             assumptions=tuple(assumptions),
             basis=basis,
-            withheld=self.basis.withheld,
+            withheld=withheld,
         )
 
     @cached_property

@@ -30,6 +30,13 @@ class RuleResults:
     basis: StepBasis | None = None  # which steps, how found, whether they carry an estimate
     baseline_step_ns: float | None = None  # the report's one step time (every estimate's)
 
+    def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
+        """Each reason once, with the rules it stopped (ten rules share "no steps")."""
+        out: dict[str, list[str]] = {}
+        for x in self.skipped:
+            out.setdefault(x.reason, []).append(x.rule)
+        return list(out.items())
+
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:
     for req in rule.requires:

@@ -217,7 +217,7 @@ def host_ranges_repeat(graph: OpGraph, steps: Sequence[Step]) -> tuple[bool | No
         sets.append(names)
     if not any(sets):
         return None, ""
-    modal, count = Counter(sets).most_common(1)[0]
+    count = Counter(sets).most_common(1)[0][1]
     if count * 2 > len(sets):  # most pieces run the same code: an iteration's period
         return True, ""
     common = frozenset.intersection(*sets)

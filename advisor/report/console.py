@@ -91,16 +91,8 @@ def render(analysis: Analysis, console: Console) -> None:
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
-    for reason, rules in skipped_by_reason(r.skipped):
+    for reason, rules in r.skipped_by_reason():
         console.print(Text(f"Skipped {', '.join(rules)}: {reason}", style="dim"))
-
-
-def skipped_by_reason(skipped) -> list[tuple[str, list[str]]]:
-    """Each reason once, with the rules it stopped (ten rules share "no steps")."""
-    out: dict[str, list[str]] = {}
-    for x in skipped:
-        out.setdefault(x.reason, []).append(x.rule)
-    return list(out.items())
 
 
 def _whole_trace(t: TraceSummary, console: Console) -> None:
