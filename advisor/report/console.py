@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -37,7 +38,7 @@ def render(analysis: Analysis, console: Console) -> None:
     total_steps = max(info.totals.get("steps", 0), len(g.steps))
     basis = r.basis
     if basis is not None:
-        console.print(f"Analysed: {basis.describe()}")
+        console.print(f"Analysed: {escape(basis.describe())}")
     if not s.steps:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
         if analysis.trace_summary is not None and g.has_gpu_work:
@@ -50,6 +51,8 @@ def render(analysis: Analysis, console: Console) -> None:
             f"Step time: [bold]{_ms(base)}[/] (median, the baseline of every estimate below); "
             f"GPU busy {busy:.0%}"
         )
+        if basis is not None and basis.withheld:
+            console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
         overhead = r.profiler_overhead_ns or 0.0
         if overhead > 0.05 * base:
             console.print(f"[dim]The tracing profiler added about {_ms(overhead)} of host time "
@@ -83,9 +86,7 @@ def render(analysis: Analysis, console: Console) -> None:
             speed = "no estimate" if e.withheld else f"{e.speedup:.2f}x ({e.low:.2f}-{e.high:.2f})"
             t.add_row(f.rule, speed, f.message, f.fix.title)
         console.print(t)
-        if withheld:
-            console.print(f"[yellow]No speedup estimates: {withheld}.[/]")
-        elif r.combined:
+        if r.combined and not withheld:
             c = r.combined
             console.print(f"All fixes together: [bold green]{c.speedup:.2f}x[/] "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")

@@ -241,3 +241,26 @@ def test_a_graph_replay_hiding_every_kernel_skips_the_workload_check(base):
     r = compare(graphed, with_match(base, "uncaptured-cuda-graph"))
     assert any("workload check skipped" in n for n in r.notes)
     assert r.failures[0].rules == ("uncaptured-cuda-graph",)
+
+
+def test_allowing_host_sync_on_the_fsdp_pair_leaves_the_unexplained_slowdown_failing(gate_input):
+    """nsys-ai's FSDP before/after pair: +16% per piece, mostly communication and GPU idle.
+    host-sync's own cost grew by a fraction of that; allowing it accepts that fraction only."""
+    from advisor.gate.compare import explained_ms
+
+    from .conftest import MFU_AFTER
+
+    before, after = lift_refusal(gate_input(MFU_BEFORE)), lift_refusal(gate_input(MFU_AFTER))
+    r = compare(before, after, Policy(allow=frozenset({"host-sync"})))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    step = next(reg for reg in r.failures if reg.kind == "step-time")
+    assert step.rules == ("host-sync",)
+    slowdown = after.median_ms - before.median_ms
+    explained = explained_ms(before, after, ["host-sync"])
+    assert 0 < explained < 0.2 * slowdown  # the syncs explain little of it
+    assert f"explains {explained:.3f} ms of the {slowdown:.3f} ms slowdown" in step.summary
+    assert "unexplained and above the 5% threshold" in step.summary
+    assert all(reg.allowed for reg in r.regressions if reg.kind != "step-time")
+    # Unmodified, the pair is refused a verdict: its pieces are layers, not steps.
+    assert compare(gate_input(MFU_BEFORE), gate_input(MFU_AFTER),
+                   Policy(allow=frozenset({"host-sync"}))).exit_code == ExitCode.BAD_INPUT
