@@ -187,3 +187,16 @@ def test_the_pid_option_picks_the_other_rank():
     assert picked.pid == other and picked.chosen_by == "--pid"
     assert "named by --pid" in picked.describe()
     assert {s.pid for s in analyze(path, load_options=LoadOptions(pid=other)).graph.steps} == {other}
+
+
+def test_a_step_pattern_reads_an_nsys_export_too(unpacked):
+    """Our H100 capture marks steps and phases with NVTX: naming the forward ranges as the
+    steps goes through the export's string table, and the report says so."""
+    path = unpacked(ROOT / "fixtures/scenarios/host-sync/good/nsys.sqlite.gz")
+    default = analyze(path)
+    forward = analyze(path, load_options=LoadOptions(step_pattern="^forward$"))
+    basis = forward.results.basis
+    assert basis.method == "--steps pattern" and basis.first == basis.last == "forward"
+    assert f"'forward' x{basis.analysed}" in basis.describe()
+    assert len(forward.graph.steps) == len(default.graph.steps)  # one forward per step
+    assert all(s.pid == default.results.basis.pid for s in forward.graph.steps)

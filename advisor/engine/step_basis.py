@@ -68,7 +68,10 @@ class StepBasis:
             if self.processes > 1 else "")
         if chosen:
             who += f", {chosen}"
-        span = f"{self.first!r}" if self.first == self.last else f"{self.first!r} .. {self.last!r}"
+        if self.first != self.last:
+            span = f"{self.first!r} .. {self.last!r}"
+        else:
+            span = f"{self.first!r}" + (f" x{self.analysed}" if self.analysed > 1 else "")
         return (f"{who}; steps {span} from {self.method} ({self.detail}); "
                 f"confidence {self.confidence}")
 
