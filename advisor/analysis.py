@@ -11,6 +11,7 @@ from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph
 from advisor.graph.timeline import Summary, summarize
+from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
 
 
@@ -19,6 +20,7 @@ class Analysis:
     graph: OpGraph
     summary: Summary
     results: RuleResults
+    trace_summary: TraceSummary | None = None  # the whole trace, when there are no steps
 
     @property
     def steps_source(self) -> str:
@@ -45,7 +47,8 @@ def analyze_graph(
     steps = analysed_steps(graph)
     summary = summarize(graph, steps)
     results = run_rules(graph, rules, rule_options)
-    return Analysis(graph, summary, results)
+    whole = summarize_trace(graph) if not steps else None
+    return Analysis(graph, summary, results, whole)
 
 
 def analyze(

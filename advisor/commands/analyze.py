@@ -53,10 +53,15 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
               help="Steady-state steps to analyse in detail.")
+@click.option("--steps", "step_pattern", metavar="REGEX",
+              help="The ranges (NVTX, record_function) that are the steps: a regular expression "
+                   "searched in range names, instead of the built-in step names.")
+@click.option("--pid", type=int, help="The process (rank) to analyse; default: the one with the "
+                                      "most steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No console summary and no progress display.")
 def command(trace: Path, json_out: Path | None, html_out: Path | None, select: tuple[str, ...],
             ignore: tuple[str, ...], rule_option: tuple[str, ...], isolated: bool, show_fixes: bool,
-            max_steps: int, quiet: bool) -> int:
+            max_steps: int, step_pattern: str | None, pid: int | None, quiet: bool) -> int:
     """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz).
 
     Rules are picked and configured by [tool.advisor] in the closest pyproject.toml (from the
@@ -67,7 +72,8 @@ def command(trace: Path, json_out: Path | None, html_out: Path | None, select: t
 
     settings = settings_from_cli(select, ignore, rule_option, isolated)
     progress = Progress.on_stderr(quiet)
-    analysis = run_analysis(trace, LoadOptions(max_steps=max_steps), settings, progress)
+    options = LoadOptions(max_steps=max_steps, step_pattern=step_pattern, pid=pid)
+    analysis = run_analysis(trace, options, settings, progress)
     emit(analysis, json_out, html_out, quiet, show_fixes=show_fixes, progress=progress)
     return 0
 

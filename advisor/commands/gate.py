@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from advisor.errors import AdvisorError, AnalysisError
+from advisor.ingest.base import LoadOptions
 
 
 @click.command("gate")
@@ -31,9 +32,12 @@ from advisor.errors import AdvisorError, AnalysisError
               help="Also print GitHub Actions annotations (::error ...) to stdout.")
 @click.option("--json", "json_out", type=click.Path(path_type=Path),
               help="Write the verdict as JSON here.")
+@click.option("--steps", "step_pattern", metavar="REGEX",
+              help="The ranges that are the steps in both traces (see `advisor analyze`).")
+@click.option("--pid", type=int, help="The process (rank) to compare in both traces.")
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
-            json_out: Path | None) -> int:
+            json_out: Path | None, step_pattern: str | None, pid: int | None) -> int:
     """Compare two runs of one training step (traces or `advisor analyze --json` results)
     and decide whether CANDIDATE may replace BASELINE.
 
@@ -51,7 +55,8 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
                     allow=frozenset(k for r in allowed for k in (r.name, r.code)))
     request = OutputRequest(markdown_out, junit_out, json_out)
     try:
-        result = gate(str(baseline), str(candidate), policy)
+        result = gate(str(baseline), str(candidate), policy,
+                      LoadOptions(step_pattern=step_pattern, pid=pid))
     except AdvisorError as e:
         write_error_outputs(str(e), request)
         if github_annotations:

@@ -10,6 +10,7 @@ from functools import cached_property
 
 from advisor.engine.effects import Effect
 from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
+from advisor.engine.step_basis import StepBasis, assess
 from advisor.engine.whatif import Replay, Simulation
 from advisor.graph.model import OpGraph, Step
 
@@ -76,6 +77,38 @@ class RuleContext:
         return self.simulation().run()
 
     @cached_property
+    def basis(self) -> StepBasis:
+        """Which steps, how found, and whether they can carry an estimate."""
+        return assess(self.graph, self.steps)
+
+    @cached_property
+    def baseline_step_ns(self) -> float:
+        """The report's one step time: the analysed steps' median, replayed without the
+        profiler's host overhead (every estimate's ``step_ns``)."""
+        if not self.steps:
+            return 0.0
+        if not self.graph.has_gpu_work:
+            return self.median_step_ns
+        return self.baseline.median_ns
+
+    def estimate(self, speedup: float, low: float, high: float, model: str,
+                 assumptions: Sequence[str], basis: str) -> Estimate:
+        """An estimate on the report's baseline step, withheld where the steps cannot carry one."""
+        base = self.baseline_step_ns
+        withheld = self.basis.withheld
+        return Estimate(
+            step_ns=base,
+            predicted_step_ns=base / speedup if speedup > 0 else base,
+            speedup=speedup,
+            low=1.0 if withheld else low,  # withheld: widened down to no gain, and labelled
+            high=high,
+            model=model,
+            assumptions=tuple(assumptions),
+            basis=basis,
+            withheld=withheld,
+        )
+
+    @cached_property
     def step_ns(self) -> float:
         """The observed mean step time of the analysed steps."""
         return statistics.fmean(s.time_ns for s in self.steps) if self.steps else 0.0
@@ -127,16 +160,7 @@ class RuleContext:
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
-        estimate = Estimate(
-            step_ns=base,
-            predicted_step_ns=after,
-            speedup=speedup,
-            low=low,
-            high=high,
-            model=model,
-            assumptions=tuple(assumptions),
-            basis=basis,
-        )
+        estimate = self.estimate(speedup, low, high, model, assumptions, basis)
         return Finding(
             rule=rule.name,
             code=rule.code,

@@ -106,6 +106,9 @@ class Estimate:
     mean where the finding is about jitter, see ``basis``) before and after the fix, both
     replayed without the tracing profiler's host overhead: the job as it runs unprofiled.
     ``speedup`` is their ratio; ``low``/``high`` bound it under the model's stated assumptions.
+    Every estimate of one report has the same ``step_ns``, the report's baseline step (the
+    unprofiled median); a ``basis`` "mean" speedup is applied to it, so no report shows two
+    different step times for "the step".
     """
 
     step_ns: float
@@ -116,6 +119,9 @@ class Estimate:
     model: str
     assumptions: tuple[str, ...]
     basis: str = "median"  # which step statistic: "median", or "mean" where jitter is the point
+    # Why the steps cannot carry an estimate (too few, no warm-up, not a period of the loop):
+    # the numbers above are then the model's, not to be shown as a prediction.
+    withheld: str | None = None
 
     @property
     def saved_ns_per_step(self) -> float:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.effects import Effect
 from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped
+from advisor.engine.step_basis import StepBasis
 from advisor.graph.model import GpuOpKind, OpGraph
 
 MIN_SPEEDUP = 1.02
@@ -26,6 +27,15 @@ class RuleResults:
     profiler_overhead_ns: float | None = None  # host time per step the profiler itself added
     unprofiled_median_ns: float | None = None  # the step replayed without that overhead
     unprofiled_mean_ns: float | None = None
+    basis: StepBasis | None = None  # which steps, how found, whether they carry an estimate
+    baseline_step_ns: float | None = None  # the report's one step time (every estimate's)
+
+    def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
+        """Each reason once, with the rules it stopped (ten rules share "no steps")."""
+        out: dict[str, list[str]] = {}
+        for x in self.skipped:
+            out.setdefault(x.reason, []).append(x.rule)
+        return list(out.items())
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:
@@ -76,10 +86,8 @@ def run_rules(
         speedup = step_ns / after if after > 0 else 1.0
         lows = [f.estimate.low / f.estimate.speedup for f in findings]
         highs = [f.estimate.high / f.estimate.speedup for f in findings]
-        combined = Estimate(
-            step_ns=step_ns,
-            predicted_step_ns=after,
-            speedup=speedup,
+        combined = ctx.estimate(
+            speedup,
             low=max(1.0, speedup * min(lows)),
             high=speedup * max(highs),
             model="all findings' effects applied together in one replay of the analysed steps",
@@ -89,4 +97,5 @@ def run_rules(
     unprofiled = (ctx.baseline.median_ns, ctx.baseline.mean_ns) if profiler_overhead is not None \
         else (None, None)
     return RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
-                       profiler_overhead, *unprofiled)
+                       profiler_overhead, *unprofiled, ctx.basis,
+                       ctx.baseline_step_ns if ctx.steps else None)

@@ -9,8 +9,12 @@ Evidence, in order:
    unless ``--allow``-ed.
 3. The step time (`timing`): slower beyond the threshold and the runs' noise fails, unless the
    slowdown is host timing noise (`noise`; findings whose estimates moved with the host are then
-   excused too). It names the rules implicated in it; it is allowed only when all of those are,
-   and there is at least one.
+   excused too). It names the rules implicated in it. An ``--allow``-ed rule accounts only for
+   the part of the slowdown its own evidence explains (the growth of its cost per step); what
+   is left still fails when it alone exceeds the threshold.
+0. Before all: steps that cannot carry an estimate (too few, no warm-up, a window shorter than
+   one period of the loop: `advisor.engine.step_basis`) cannot carry a verdict either: the
+   result is inconclusive (exit 2) with the reason, whatever else was found.
 4. Otherwise a step-time verdict that cannot be reached (too few steps, too noisy, a host-only
    slowdown under torch.profiler) is exit 2.
 
@@ -35,6 +39,7 @@ from advisor.gate.noise import HostNoise, host_noise, profiler_host_only
 from advisor.gate.signals import Signal, anti_pattern_signals
 from advisor.gate.timing import ALPHA, MIN_STEPS, Timing, compare_timing
 from advisor.gate.workload import check_comparable
+from advisor.ingest.base import LoadOptions
 
 DEFAULT_THRESHOLD = 0.05
 
@@ -72,6 +77,7 @@ class GateResult:
     regressions: tuple[Regression, ...]
     inconclusive: tuple[str, ...]  # why a verdict could not be reached
     notes: tuple[str, ...] = field(default=())
+    refused: bool = False  # the steps cannot carry a verdict: inconclusive before all else
 
     @property
     def failures(self) -> tuple[Regression, ...]:
@@ -79,6 +85,8 @@ class GateResult:
 
     @property
     def status(self) -> str:
+        if self.refused:
+            return "inconclusive"
         if self.failures:
             return "fail"
         if self.inconclusive:
@@ -127,8 +135,18 @@ def _implicated(regs: Iterable[Regression]) -> tuple[tuple[str, ...], tuple[str,
     return tuple(rules), tuple(rules.values())
 
 
+def explained_ms(base: GateInput, cand: GateInput, rules: Iterable[str]) -> float:
+    """The slowdown per step that these rules' own evidence explains: how much their cost per
+    step (the time their fix would save, matches under the reporting threshold included) grew
+    from the baseline to the candidate."""
+    def cost(x: GateInput, rule: str) -> float:
+        return sum(f.saved_ms for f in x.findings if f.rule == rule)
+
+    return sum(max(0.0, cost(cand, r) - cost(base, r)) for r in set(rules))
+
+
 def _step_regression(timing: Timing, attribution: Attribution, named: list[Regression],
-                     policy: Policy) -> Regression:
+                     base: GateInput, cand: GateInput, policy: Policy) -> Regression:
     rules, codes = _implicated(named)
     where = [c for c in (attribution.gpu_busy_ms, attribution.gpu_idle_ms) if c and c.delta > 0]
     grew = [c for c in attribution.categories_ms if c.delta > 0][:2]
@@ -136,9 +154,24 @@ def _step_regression(timing: Timing, attribution: Attribution, named: list[Regre
     because = f"; {', '.join(top)}" if top else ""
     by = f"; rules: {', '.join(f'{r} ({c})' for r, c in zip(rules, codes, strict=False))}" \
         if rules else ""
-    allowed = bool(rules) and all(policy.allows(r, c) for r, c in zip(rules, codes, strict=False))
-    return Regression("step-time", f"step time {timing.describe()}{because}{by}", rules, codes,
-                      allowed)
+    pairs = list(zip(rules, codes, strict=False))
+    allowed_rules = [r for r, c in pairs if policy.allows(r, c)]
+    if not allowed_rules:
+        return Regression("step-time", f"step time {timing.describe()}{because}{by}", rules,
+                          codes, False)
+    slowdown = timing.cand_median_ms - timing.base_median_ms
+    explained = min(slowdown, explained_ms(base, cand, allowed_rules))
+    rest = slowdown - explained
+    limit = policy.threshold * timing.base_median_ms
+    all_allowed = len(allowed_rules) == len(pairs)
+    allowed = all_allowed and rest <= limit
+    account = (f"; allowed {', '.join(allowed_rules)} explain{'s' if len(allowed_rules) == 1 else ''}"
+               f" {explained:.3f} ms of the {slowdown:.3f} ms slowdown, "
+               f"{rest:.3f} ms ({rest / timing.base_median_ms:+.1%}) "
+               + ("is within the threshold" if rest <= limit else
+                  f"is unexplained and above the {policy.threshold:.0%} threshold"))
+    return Regression("step-time", f"step time {timing.describe()}{because}{by}{account}",
+                      rules, codes, allowed)
 
 
 def _judge_step(timing: Timing, noise: HostNoise | None, base: GateInput, cand: GateInput,
@@ -153,7 +186,7 @@ def _judge_step(timing: Timing, noise: HostNoise | None, base: GateInput, cand: 
     if profiler:
         return None, [f"step time {timing.describe()}: {profiler}"], []
     if timing.verdict == "slower":
-        return _step_regression(timing, attribution, named, policy), [], []
+        return _step_regression(timing, attribution, named, base, cand, policy), [], []
     if timing.verdict == "noisy":
         return None, [f"step time {timing.describe()}: larger than the {policy.threshold:.0%} "
                       f"threshold but not significant at {policy.alpha:g}; capture more steady "
@@ -204,12 +237,17 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
                                                  policy)
     regressions = ([step] if step else []) + named
     notes += step_notes + _context_notes(base, cand, signals, changes)
+    refusals = [f"{role}: its steps cannot carry a verdict: {x.withheld}"
+                for x, role in ((base, "baseline"), (cand, "candidate")) if x.withheld]
     return GateResult(base, cand, policy, timing, noise, tuple(changes), tuple(signals),
-                      attribution, tuple(regressions), tuple(inconclusive), tuple(notes))
+                      attribution, tuple(regressions), tuple(refusals + inconclusive),
+                      tuple(notes), refused=bool(refusals))
 
 
-def gate(baseline: str, candidate: str, policy: Policy | None = None) -> GateResult:
+def gate(baseline: str, candidate: str, policy: Policy | None = None,
+         load_options: LoadOptions | None = None) -> GateResult:
     """Read both runs (traces or advisor JSON results) and compare them."""
     from advisor.gate.inputs import load_input
 
-    return compare(load_input(baseline), load_input(candidate), policy)
+    return compare(load_input(baseline, load_options), load_input(candidate, load_options),
+                   policy)

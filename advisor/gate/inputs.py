@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import InputError, TraceFormatError
+from advisor.ingest.base import LoadOptions
 
 SUPPORTED_MAJOR = "1"
 
@@ -59,6 +60,10 @@ class GateInput:
     findings: tuple[FindingRow, ...] = ()
     skipped: Mapping[str, str] = field(default_factory=dict)  # rule -> why it could not run
     notes: tuple[str, ...] = ()
+    # Why these steps cannot carry a verdict (too few, no warm-up, shorter than one period of
+    # the loop: `advisor.engine.step_basis`); None when they can.
+    withheld: str | None = None
+    steps_described: str = ""  # which process and steps, how found
 
     @property
     def median_ms(self) -> float:
@@ -142,7 +147,18 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         findings=_findings(data),
         skipped={str(s["rule"]): str(s.get("reason", "")) for s in data.get("skipped") or ()},
         notes=tuple(notes) + tuple(trace.get("notes") or ()),
+        withheld=_withheld(data),
+        steps_described=str((steps.get("detection") or {}).get("description", "")),
     )
+
+
+def _withheld(data: dict[str, Any]) -> str | None:
+    """The result's reason to withhold estimates (results before 1.1 carry none)."""
+    reason = data.get("estimate_withheld")
+    steps = data.get("steps") or {}
+    if reason and steps.get("analysed"):  # no steps at all is judged by the timing check
+        return str(reason)
+    return None
 
 
 def _head(path: Path) -> bytes:
@@ -180,8 +196,9 @@ def _head_is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def load_input(path: str | Path) -> GateInput:
-    """Read one side of the gate: a trace (analysed now) or a saved advisor JSON result."""
+def load_input(path: str | Path, load_options: LoadOptions | None = None) -> GateInput:
+    """Read one side of the gate: a trace (analysed now, with ``load_options``: ``--steps``,
+    ``--pid``) or a saved advisor JSON result."""
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file")
@@ -194,4 +211,5 @@ def load_input(path: str | Path) -> GateInput:
     from advisor.report.json_report import to_dict
 
     # the project's [tool.advisor] applies, as to the `advisor profile` runs it gates
-    return from_dict(to_dict(analyze(p, settings=load_settings())), str(p), "trace")
+    return from_dict(to_dict(analyze(p, load_options=load_options, settings=load_settings())),
+                     str(p), "trace")

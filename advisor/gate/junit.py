@@ -2,7 +2,10 @@
 
 One test case for the step time and one per installed rule, so a CI dashboard tracks each rule
 across runs. A regression is a ``<failure>``; a verdict the gate could not reach is an
-``<error>`` (exit 2), never a pass. ElementTree does the escaping.
+``<error>`` (exit 2), never a pass. A test case holds at most one of them, as the JUnit schema
+requires (strict consumers reject a second): several regressions of one case are one failure
+whose text lists them all; when the gate refused a verdict, the error wins and the regressions
+it would have reported go to ``system-out``. ElementTree does the escaping.
 """
 
 from __future__ import annotations
@@ -27,16 +30,24 @@ def _suite(cases: list[ET.Element]) -> bytes:
 
 
 def _case(name: str, failures: list[Regression] | None = None, error: str | None = None,
-          out: str | None = None) -> ET.Element:
+          out: str | None = None, error_wins: bool = False) -> ET.Element:
     case = ET.Element("testcase", classname="advisor.gate", name=name)
-    for r in failures or []:
-        f = ET.SubElement(case, "failure", message=r.summary[:500], type=r.kind)
-        f.text = r.summary
-    if error is not None:
+    failures = failures or []
+    lines = [out] if out else []
+    if failures and not (error is not None and error_wins):
+        text = "\n".join(r.summary for r in failures)
+        kinds = sorted({r.kind for r in failures})
+        f = ET.SubElement(case, "failure", message="; ".join(r.summary for r in failures)[:500],
+                          type=kinds[0] if len(kinds) == 1 else "+".join(kinds))
+        f.text = text
+        if error is not None:
+            lines.append(f"also inconclusive: {error}")
+    elif error is not None:
         e = ET.SubElement(case, "error", message=error[:500], type="inconclusive")
         e.text = error
-    if out:
-        ET.SubElement(case, "system-out").text = out
+        lines += [f"would fail: {r.summary}" for r in failures]
+    if lines:
+        ET.SubElement(case, "system-out").text = "\n".join(lines)
     return case
 
 
@@ -44,14 +55,17 @@ def render_junit(result: GateResult) -> bytes:
     from advisor.engine.registry import load_rules
 
     step_fail = [r for r in result.failures if r.kind == "step-time"]
+    refused = "; ".join(result.inconclusive) if result.refused else None
     cases = [_case("step time", step_fail,
                    "; ".join(result.inconclusive) or None,
-                   f"{result.timing.describe()}: {result.timing.verdict}")]
+                   f"{result.timing.describe()}: {result.timing.verdict}",
+                   error_wins=result.refused)]
     for rule in load_rules():
         failing = [r for r in result.failures if r.kind != "step-time" and rule.name in r.rules]
         allowed = [r.summary for r in result.regressions if r.allowed and rule.name in r.rules]
-        cases.append(_case(f"{rule.name} ({rule.code})", failing,
-                           out="allowed: " + "; ".join(allowed) if allowed else None))
+        cases.append(_case(f"{rule.name} ({rule.code})", failing, refused if failing else None,
+                           out="allowed: " + "; ".join(allowed) if allowed else None,
+                           error_wins=True))
     return _suite(cases)
 
 

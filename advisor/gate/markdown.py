@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import PurePath
 
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
@@ -38,13 +39,25 @@ def _rows(title: str, changes: tuple[Change, ...], unit: str = "ms") -> list[str
     return [*out, ""]
 
 
+def run_names(base: str, cand: str) -> tuple[str, str]:
+    """Names that tell the two runs apart: the file names, or as many trailing path parts as it
+    takes when they share one (``a/nsys.sqlite.gz`` and ``b/nsys.sqlite.gz``)."""
+    pb, pc = PurePath(base).parts, PurePath(cand).parts
+    for n in range(1, max(len(pb), len(pc)) + 1):
+        nb, nc = "/".join(pb[-n:]), "/".join(pc[-n:])
+        if nb != nc:
+            return nb, nc
+    return f"{base} (baseline)", f"{cand} (candidate)"  # the same file twice
+
+
 def render_markdown(result: GateResult) -> str:
     t, b, c = result.timing, result.baseline, result.candidate
+    b_name, c_name = run_names(b.path, c.path)
     out = [f"## {ICON[result.status]} advisor gate: {TITLE[result.status]}", "",
            "| run | file | capture | steady steps | median step |", "|---|---|---|---:|---:|",
-           f"| baseline | {cell(b.name)} | {b.trace_format} | {len(b.step_times_ms)} | "
+           f"| baseline | {cell(b_name)} | {b.trace_format} | {len(b.step_times_ms)} | "
            f"{b.median_ms:.3f} ms |",
-           f"| candidate | {cell(c.name)} | {c.trace_format} | {len(c.step_times_ms)} | "
+           f"| candidate | {cell(c_name)} | {c.trace_format} | {len(c.step_times_ms)} | "
            f"{c.median_ms:.3f} ms |", "",
            f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
            f"Mann-Whitney p={t.p_value:.2g}, threshold {result.policy.threshold:.0%}): "

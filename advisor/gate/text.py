@@ -15,8 +15,11 @@ HEADLINE = {
 
 
 def _run(role: str, x: GateInput) -> str:
-    return (f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
+    line = (f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
             f"median {x.median_ms:.3f} ms)")
+    if x.steps_described:
+        line += f"\n  {'':<9} {x.steps_described}"
+    return line
 
 
 def fmt_change(c: Change, unit: str = "ms") -> str:

@@ -194,6 +194,23 @@ class Step:
 
 
 @dataclass(slots=True)
+class StepDetection:
+    """How the steps were found, so every report can say which steps and why those.
+
+    ``method``: "step ranges" (ranges named like a step), "--steps pattern" (ranges matching
+    the user's regular expression), "launch pattern" (inferred from the repeating kernel
+    sequence) or "none". ``periodic``: for inferred steps, whether the host code repeats per
+    step (`advisor.graph.steps.host_ranges_repeat`); None when nothing can tell.
+    """
+
+    method: str = "none"
+    detail: str = ""
+    periodic: bool | None = None
+    period_note: str = ""  # why the pieces are not periods of the loop, when they are not
+    pid: int | None = None  # the process the user asked for (``--pid``), None: chosen by advisor
+
+
+@dataclass(slots=True)
 class GpuInfo:
     device: int
     name: str
@@ -242,6 +259,7 @@ class OpGraph:
         self.gpu_ops = sorted(gpu_ops, key=lambda g: g.start_ns)
         self.syncs = sorted(syncs, key=lambda s: s.start_ns)
         self.steps = sorted(steps, key=lambda s: (s.pid, s.tid, s.cpu_start_ns))
+        self.step_detection = StepDetection()
 
     # ----- lookups -------------------------------------------------------------------------
 

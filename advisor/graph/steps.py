@@ -70,9 +70,42 @@ def phase_of(name: str) -> str | None:
     return None
 
 
-def steps_from_ranges(ranges: Iterable[CpuRange]) -> list[Step]:
-    """Steps from step-named ranges: the outermost ones on the thread that has the most."""
-    candidates = [r for r in ranges if is_step_name(r.name)]
+def compile_step_pattern(pattern: str | None) -> re.Pattern[str] | None:
+    """The user's ``--steps`` regular expression, or None; `InputError` when it does not compile."""
+    if pattern is None:
+        return None
+    from advisor.errors import InputError
+
+    try:
+        return re.compile(pattern)
+    except re.error as e:
+        raise InputError(f"--steps {pattern!r}: not a regular expression ({e})") from e
+
+
+_TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
+
+
+def _index_in_name(name: str) -> int | None:
+    number = step_number(name)
+    if isinstance(number, int) and not isinstance(number, bool):
+        return number
+    m = _TRAILING_NUMBER.search(name)
+    return int(m.group(1)) if m else None
+
+
+def matches_step(name: str, pattern: re.Pattern[str] | None) -> bool:
+    """A step range: one the user's pattern finds (``re.search``), else one named like a step."""
+    return bool(pattern.search(name)) if pattern is not None else is_step_name(name)
+
+
+def steps_from_ranges(ranges: Iterable[CpuRange], pattern: re.Pattern[str] | None = None,
+                      pid: int | None = None) -> list[Step]:
+    """Steps from step-named ranges: the outermost ones on the thread that has the most.
+
+    ``pattern`` replaces the built-in step names (``--steps``); ``pid`` keeps one process.
+    """
+    candidates = [r for r in ranges if matches_step(r.name, pattern)
+                  and (pid is None or r.pid == pid)]
     if not candidates:
         return []
     per_thread: dict[tuple[int, int], list[CpuRange]] = defaultdict(list)
@@ -91,11 +124,12 @@ def steps_from_ranges(ranges: Iterable[CpuRange]) -> list[Step]:
             if outer and r.start_ns < outer[-1].end_ns:
                 continue  # nested inside the previous step range
             outer.append(r)
+        indexes = [_index_in_name(r.name) for r in outer]
+        numbered = None not in indexes and len(set(indexes)) == len(indexes)
         for pos, r in enumerate(outer):
-            number = step_number(r.name)
             steps.append(
                 Step(
-                    index=number if isinstance(number, int) and number is not True else pos,
+                    index=indexes[pos] if numbered else pos,
                     name=r.name,
                     pid=r.pid,
                     tid=r.tid,
@@ -106,20 +140,28 @@ def steps_from_ranges(ranges: Iterable[CpuRange]) -> list[Step]:
     return steps
 
 
-def steps_from_launch_pattern(graph: OpGraph, min_steps: int = 3) -> list[Step]:
-    """Steps from the repeating kernel sequence when the trace names no steps.
+def steps_from_launch_pattern(graph: OpGraph, min_steps: int = 3, pid: int | None = None
+                              ) -> list[Step]:
+    """Steps from the repeating kernel sequence when the trace names no steps (see
+    `find_launch_pattern`)."""
+    return find_launch_pattern(graph, min_steps, pid)[0]
+
+
+def find_launch_pattern(graph: OpGraph, min_steps: int = 3, pid: int | None = None
+                        ) -> tuple[list[Step], str]:
+    """Steps from the repeating kernel sequence, and a sentence saying how they were cut.
 
     The anchor is the rarest kernel name (seen at least ``min_steps`` times) whose occurrences
     cut the launch sequence into equal-length pieces: a name launched once per iteration.
-    Names that repeat per layer cut finer pieces and lose to it.
+    Names that repeat per layer cut finer pieces and lose to it. ``pid`` keeps one process.
     """
     by_thread: dict[tuple[int, int], list[tuple[int, str]]] = defaultdict(list)
     for op in graph.kernels():
         call = graph.launcher(op)
-        if call is not None:
+        if call is not None and (pid is None or call.pid == pid):
             by_thread[(call.pid, call.tid)].append((call.start_ns, op.name))
     if not by_thread:
-        return []
+        return [], ""
     key, seq = max(by_thread.items(), key=lambda kv: len(kv[1]))
     seq.sort()
     names = [n for _, n in seq]
@@ -140,8 +182,50 @@ def steps_from_launch_pattern(graph: OpGraph, min_steps: int = 3) -> list[Step]:
         for i, (a, b) in enumerate(itertools.pairwise(positions)):
             steps.append(Step(index=i, name=f"step {i} (launch pattern)", pid=key[0], tid=key[1],
                               cpu_start_ns=seq[a][0], cpu_end_ns=seq[b][0]))
-        return steps
-    return []
+        detail = f"repeats of kernel {name[:60]!r} every {round(mean)} launches"
+        return steps, detail
+    return [], ""
+
+
+_PROFILER_COUNTER = re.compile(r",?\s*\b(?:seq|op_id)\s*=\s*\d+|#\d+$")
+
+
+def _host_code_name(name: str) -> str:
+    """A range name without the counters profilers add per call (``seq = 46207, op_id = 99``,
+    ``ProfilerStep#12``): what stays is the code that ran, the same in every iteration."""
+    return _PROFILER_COUNTER.sub("", name).strip()
+
+
+def host_ranges_repeat(graph: OpGraph, steps: Sequence[Step]) -> tuple[bool | None, str]:
+    """Whether each inferred step opens the same host ranges, the test of a real period.
+
+    Every iteration of a training loop runs the same code, so once profiler counters are
+    removed the ranges it opens (operators, modules, phases) are the same set each time,
+    wherever in the iteration the pieces were cut. Pieces cut per layer open ranges naming a
+    different module each (``blocks.3``, ``blocks.4``): they are parts of one iteration, and
+    the window is shorter than one training step. None when the steps hold no ranges.
+    """
+    if len(steps) < 2:
+        return None, ""
+    sets: list[frozenset[str]] = []
+    for step in steps:
+        names = frozenset(
+            _host_code_name(r.name)
+            for r in graph.ranges_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns)
+            if r.start_ns >= step.cpu_start_ns
+        )
+        sets.append(names)
+    if not any(sets):
+        return None, ""
+    count = Counter(sets).most_common(1)[0][1]
+    if count * 2 > len(sets):  # most pieces run the same code: an iteration's period
+        return True, ""
+    common = frozenset.intersection(*sets)
+    own = sorted(sets[0] - common) or sorted(sets[1] - common)
+    example = f" (e.g. {own[0][:70]!r} in one of them only)" if own else ""
+    return False, (f"the {len(steps)} repeats of the launch pattern run different host code"
+                   f"{example}: they are parts of one iteration, such as layers, so the window "
+                   "holds less than one period of the training loop")
 
 
 def attach_phases(graph: OpGraph, steps: Sequence[Step]) -> None:

@@ -26,6 +26,8 @@ class LoadOptions:
 
     max_steps: int = 30  # steady-state steps loaded in detail
     max_gpu_ops: int = 400_000  # cap on detailed GPU ops when the trace has no step marks
+    step_pattern: str | None = None  # `--steps`: a regular expression naming the step ranges
+    pid: int | None = None  # `--pid`: the process analysed (default: the one with most steps)
 
 
 class TraceSource(ABC):

@@ -29,7 +29,7 @@ from typing import Any
 from advisor.errors import UnsupportedTraceError
 from advisor.graph.build import build_graph
 from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait, TraceInfo
-from advisor.graph.steps import steps_from_ranges
+from advisor.graph.steps import compile_step_pattern, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.kineto_events import Collected, EventMapper
 from advisor.ingest.kineto_stream import (
@@ -61,7 +61,8 @@ class ChromeTraceSource(TraceSource):
         _resolve_gpu_pids(collected)
         _remap_cpu_events_on_gpu_rows(collected)
         info = _trace_info(path, doc, collected)  # whole-trace facts, before the window
-        named_steps = steps_from_ranges(collected.ranges)
+        named_steps = steps_from_ranges(collected.ranges,
+                                        compile_step_pattern(options.step_pattern), options.pid)
         info.totals["steps"] = len(named_steps)
         if named_steps:
             window = _step_window(named_steps, options.max_steps)
@@ -73,7 +74,7 @@ class ChromeTraceSource(TraceSource):
         info.window_ns = window or _span(collected)
         _add_linkage_note(info, collected)
         return build_graph(info, collected.ranges, collected.api_calls, collected.gpu_ops,
-                           collected.syncs)
+                           collected.syncs, step_pattern=options.step_pattern, pid=options.pid)
 
 
 def _read_events(path: Path, doc: TraceDocument) -> Collected:

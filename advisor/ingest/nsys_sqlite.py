@@ -18,6 +18,7 @@ finding can be looked up in the export.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -38,7 +39,7 @@ from advisor.graph.model import (
     SyncWait,
     TraceInfo,
 )
-from advisor.graph.steps import is_step_name, steps_from_ranges
+from advisor.graph.steps import compile_step_pattern, matches_step, steps_from_ranges
 from advisor.ingest import nsys_schema as S
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.nsys_open import connect_read_only, gzipped_sqlite, is_gzip, materialized
@@ -113,7 +114,8 @@ class _Loader:
 
     def load(self) -> OpGraph:
         self.info.totals = self._totals()
-        all_steps = steps_from_ranges(self._step_candidates())
+        pattern = compile_step_pattern(self.options.step_pattern)
+        all_steps = steps_from_ranges(self._step_candidates(pattern), pattern, self.options.pid)
         self.info.totals["steps"] = len(all_steps)
         window = self._window(all_steps)
         calls = self._api_calls(window)
@@ -122,7 +124,8 @@ class _Loader:
         syncs = self._syncs(device_filter, calls)
         ranges = self._ranges(window)
         self._describe(window, calls, ops, ranges)
-        graph = build_graph(self.info, ranges, calls, ops, syncs, window.steps)
+        graph = build_graph(self.info, ranges, calls, ops, syncs, window.steps,
+                            self.options.step_pattern, self.options.pid)
         if not all_steps:
             self.info.totals["steps"] = len(graph.steps)
         return graph
@@ -171,16 +174,28 @@ class _Loader:
             "graphs": self._count(S.GRAPH_TRACE),
         }
 
-    def _step_candidates(self) -> list[CpuRange]:
-        """Step-like NVTX ranges of the whole trace (and, in the same scan, domain names)."""
-        name_tests, params = [], []
+    def _step_candidates(self, pattern: re.Pattern[str] | None = None) -> list[CpuRange]:
+        """Step-like NVTX ranges of the whole trace (and, in the same scan, domain names);
+        with ``pattern`` (``--steps``), the ranges it finds instead."""
+        name_tests: list[str] = []
+        params: list[object] = []
+        if pattern is not None:
+            # SQLite has no regular expressions of its own: a Python function does the test.
+            self.conn.create_function("advisor_steps", 1,
+                                      lambda v: v is not None and bool(pattern.search(v)),
+                                      deterministic=True)
+            tests, likes = ["advisor_steps(text)"], "advisor_steps(value)"
+            one = []
+        else:
+            tests, likes = ["text LIKE ?"] * len(STEP_LIKE), " OR ".join(
+                "value LIKE ?" for _ in STEP_LIKE)
+            one = list(STEP_LIKE)
         if self.schema.has_column(S.NVTX.base, "text"):
-            name_tests += ["text LIKE ?"] * len(STEP_LIKE)
-            params += STEP_LIKE
+            name_tests += tests
+            params += one
         if self.schema.has_column(S.NVTX.base, "textId"):
-            likes = " OR ".join("value LIKE ?" for _ in STEP_LIKE)
             name_tests.append(f"textId IN (SELECT id FROM StringIds WHERE {likes})")
-            params += STEP_LIKE
+            params += one
         name_test = " OR ".join(name_tests) or "0"
         where = (f"WHERE (eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
                  f"AND globalTid IS NOT NULL AND ({name_test})) "
@@ -192,7 +207,7 @@ class _Loader:
                 continue
             candidates.append(row)
         ranges = (self._range(row) for row in candidates)
-        return [r for r in ranges if is_step_name(r.name)]
+        return [r for r in ranges if matches_step(r.name, pattern)]
 
     def _window(self, steps: list) -> Window:
         if steps:

@@ -8,16 +8,26 @@ code under it, highlighted as Python.
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
 from advisor.analysis import Analysis
+from advisor.graph.kernels import short_name
+from advisor.graph.trace_summary import TraceSummary
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:.3f} ms"
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
 
 
 def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> None:
@@ -33,20 +43,27 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
         console.print("[yellow]This trace has no GPU work (no kernels, copies or memsets): "
                       "nothing ran on a GPU in the captured window.[/]")
     total_steps = max(info.totals.get("steps", 0), len(g.steps))
+    basis = r.basis
+    if basis is not None:
+        console.print(f"Analysed: {escape(basis.describe())}")
     if not s.steps:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
+        if analysis.trace_summary is not None and g.has_gpu_work:
+            _whole_trace(analysis.trace_summary, console)
     else:
+        base = r.baseline_step_ns or s.median_step_ns
         busy = s.median_busy_ns / s.median_step_ns if s.median_step_ns else 0.0
         console.print(
-            f"Steps: {total_steps} found ({analysis.steps_source}), {s.warmup_steps} warm-up, "
-            f"{len(s.steps)} analysed. Step time: median [bold]{_ms(s.median_step_ns)}[/], "
-            f"mean {_ms(s.mean_step_ns)}; GPU busy {busy:.0%}"
+            f"Steps: {total_steps} found, {s.warmup_steps} warm-up, {len(s.steps)} analysed. "
+            f"Step time: [bold]{_ms(base)}[/] (median, the baseline of every estimate below); "
+            f"GPU busy {busy:.0%}"
         )
+        if basis is not None and basis.withheld:
+            console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
         overhead = r.profiler_overhead_ns or 0.0
-        if overhead > 0.05 * s.median_step_ns:
-            console.print(f"[dim]The profiler added about {_ms(overhead)} of host time per step; "
-                          f"unprofiled, the median step would take about "
-                          f"{_ms(s.median_step_ns - overhead)}. Estimates leave it out.[/]")
+        if overhead > 0.05 * base:
+            console.print(f"[dim]The tracing profiler added about {_ms(overhead)} of host time "
+                          "per step; the step time above and every estimate leave it out.[/]")
         phases = s.phase_medians_ns()
         if phases:
             console.print("Phases (median, GPU-projected)", style="italic")
@@ -69,21 +86,22 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(r.findings, 1):
             _finding(console, i, f, show_fixes)
-        if r.combined:
+        withheld = any(f.estimate.withheld for f in r.findings)
+        if r.combined and not withheld:
             c = r.combined
             console.print(f"All fixes together: [bold green]{c.speedup:.2f}x[/] "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
-    if r.skipped:
-        console.print(Text("Skipped: " + "; ".join(f"{x.rule} ({x.reason})" for x in r.skipped),
-                           style="dim"))
+    for reason, rules in r.skipped_by_reason():
+        console.print(Text(f"Skipped {', '.join(rules)}: {reason}", style="dim"))
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
     e = f.estimate
-    head = Text.assemble((f"{number}. ", "bold"), (f.rule, "bold cyan"), f" {f.code}  ",
-                         (f"{e.speedup:.2f}x", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ",
+    speed = (("no estimate", "yellow"), " ") if e.withheld else (
+        (f"{e.speedup:.2f}x", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ")
+    head = Text.assemble((f"{number}. ", "bold"), (f.rule, "bold cyan"), f" {f.code}  ", *speed,
                          (f.confidence.value, "dim"))
     console.print(head)
     console.print(Padding(Text(f.message), (0, 0, 0, 3), expand=False))
@@ -92,3 +110,28 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
         lexer = "python" if f.fix.kind == "code" else "text"
         console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
                                      background_color="default"), (0, 0, 0, 5), expand=False))
+
+
+def _whole_trace(t: TraceSummary, console: Console) -> None:
+    share = t.busy_share
+    console.print(
+        f"Whole trace: {_ms(t.span_ns)} of GPU activity on {t.devices} device(s), GPU busy "
+        f"{_ms(t.busy_ns)} ({share:.0%}), idle {_ms(t.idle_ns)}; {t.kernels} kernels; "
+        f"communication {t.communication_share or 0.0:.1%} of GPU time; host blocked in "
+        f"{t.sync_calls} synchronizations for {_ms(t.sync_ns)}"
+    )
+    if t.copies:
+        console.print("Copies: " + "; ".join(
+            f"{c.kind} x{c.count} {_bytes(c.bytes)} in {_ms(c.total_ns)}" for c in t.copies))
+    if t.top_kernels:
+        table = Table(title="Top kernels (whole trace)", title_justify="left")
+        table.add_column("kernel")
+        table.add_column("category")
+        table.add_column("count", justify="right")
+        table.add_column("time", justify="right")
+        table.add_column("share", justify="right")
+        gpu = t.gpu_ns or 1
+        for k in t.top_kernels:
+            table.add_row(short_name(k.name), k.category, str(k.count), _ms(k.total_ns),
+                          f"{k.total_ns / gpu:.1%}")
+        console.print(table)

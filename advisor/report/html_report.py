@@ -62,6 +62,7 @@ def _context(analysis: Analysis) -> dict[str, Any]:
     rep = representative_step(analysis.summary)
     rep_index = next((i for i, s in enumerate(analysis.graph.steps) if rep and s is rep.step), None)
     median_ms = steps["median_ms"]
+    baseline_ms = report["baseline_step_ms"]  # the one step time every number below uses
     combined = analysis.results.combined
     categories = report["kernels"]["by_category_ms"]
     busy = steps["gpu_busy_ms"]
@@ -74,7 +75,7 @@ def _context(analysis: Analysis) -> dict[str, Any]:
         "software": view.software_items(trace),
         "busy_share": (busy / median_ms) if busy is not None and median_ms else None,
         "combined": combined,
-        "findings": [view.finding_view(f, median_ms, cited_events(timeline, analysis.graph, f["evidence"]))
+        "findings": [view.finding_view(f, baseline_ms, cited_events(timeline, analysis.graph, f["evidence"]))
                      for f in report["findings"]],
         "below_threshold": analysis.results.below_threshold,
         "timeline": timeline,
@@ -88,6 +89,8 @@ def _context(analysis: Analysis) -> dict[str, Any]:
         "top_kernels": report["kernels"]["top"],
         "kernel_total_ms": sum(v or 0.0 for v in categories.values()),
         "median_ms": median_ms,
+        "baseline_ms": baseline_ms,
+        "skipped": analysis.results.skipped_by_reason(),
         "schema_version": SCHEMA_VERSION,
     }
 

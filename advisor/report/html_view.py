@@ -167,7 +167,7 @@ def finding_view(f: dict[str, Any], step_ms: float | None, shown: list[str]) -> 
     ev = f["evidence"]
     return {
         **f,
-        "speedup_text": fmt_x(f["estimated_speedup"]),
+        "speedup_text": "no estimate" if f.get("estimate_withheld") else fmt_x(f["estimated_speedup"]),
         "range_text": f"{fmt_x(f['speedup_low'])} – {fmt_x(f['speedup_high'])}",
         "saved_text": fmt_ms(f["saved_ms_per_step"]),
         "saved_share": (f["saved_ms_per_step"] / step_ms) if step_ms and f["saved_ms_per_step"] else 0.0,

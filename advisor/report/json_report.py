@@ -15,10 +15,11 @@ from typing import Any
 from advisor import DISTRIBUTION
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
+from advisor.engine.step_basis import StepBasis
 from advisor.errors import OutputError
 from advisor.graph.step_metrics import step_metrics
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
@@ -46,6 +47,9 @@ def _finding(f: Finding, category: str) -> dict[str, Any]:
         "speedup_high": round(e.high, 4),
         "predicted_step_ms": _ms(e.predicted_step_ns),
         "saved_ms_per_step": _ms(e.saved_ns_per_step),
+        # Set when the steps cannot carry an estimate: the numbers above are then the model's
+        # replay with a range widened down to no gain, not a prediction to rely on.
+        "estimate_withheld": e.withheld,
         "model": e.model,
         "assumptions": list(e.assumptions),
         "evidence": {
@@ -65,6 +69,48 @@ def _finding(f: Finding, category: str) -> dict[str, Any]:
     }
 
 
+def _detection(basis: StepBasis | None) -> dict[str, Any] | None:
+    if basis is None:
+        return None
+    return {
+        "method": basis.method,
+        "detail": basis.detail,
+        "pid": basis.pid,
+        "tid": basis.tid,
+        "process": basis.process,
+        "chosen_by": basis.chosen_by,
+        "first": basis.first,
+        "last": basis.last,
+        "confidence": basis.confidence,
+        "spread_cv": None if basis.spread_cv is None else round(basis.spread_cv, 4),
+        "warmup_evidence": basis.warmup_evidence,
+        "description": basis.describe(),
+    }
+
+
+def _whole_trace(analysis: Analysis) -> dict[str, Any] | None:
+    t = analysis.trace_summary
+    if t is None:
+        return None
+    return {
+        "span_ms": _ms(t.span_ns),
+        "devices": t.devices,
+        "gpu_busy_ms": _ms(t.busy_ns),
+        "gpu_idle_ms": _ms(t.idle_ns),
+        "gpu_busy_share": None if t.busy_share is None else round(t.busy_share, 4),
+        "kernels": t.kernels,
+        "top_kernels": [{"name": k.name, "category": k.category, "count": k.count,
+                         "ms": _ms(k.total_ns)} for k in t.top_kernels],
+        "by_category_ms": {k: _ms(v) for k, v in t.category_ns.items()},
+        "sync_calls": t.sync_calls,
+        "sync_ms": _ms(t.sync_ns),
+        "copies": [{"kind": c.kind, "count": c.count, "bytes": c.bytes, "ms": _ms(c.total_ns)}
+                   for c in t.copies],
+        "communication_share": None if t.communication_share is None
+        else round(t.communication_share, 4),
+    }
+
+
 def to_dict(analysis: Analysis) -> dict[str, Any]:
     from advisor.engine.registry import load_rules
 
@@ -74,6 +120,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
     combined = r.combined
     steady_times = [b.time_ns for b in s.steps]
     gm = step_metrics(analysis)
+    basis = r.basis
+    baseline_ms = _ms(r.baseline_step_ns)
     return {
         "schema_version": SCHEMA_VERSION,
         "advisor_version": advisor_version(),
@@ -97,6 +145,10 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         "steps": {
             "count": max(int(info.totals.get("steps", 0)), len(g.steps)),
             "source": analysis.steps_source,
+            # Which process and steps, how they were found, and whether they carry estimates.
+            "detection": _detection(basis),
+            # The report's one step time: every estimate's step_ms, the HTML's, the console's.
+            "baseline_ms": baseline_ms,
             "warmup": s.warmup_steps,
             "analysed": len(s.steps),
             "median_ms": _ms(s.median_step_ns) if s.steps else None,
@@ -131,6 +183,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
                 for k in gm.kernels
             ],
         },
+        # Without steps: where the GPU time of the whole loaded trace went (else null).
+        "whole_trace": _whole_trace(analysis),
         "findings": [_finding(f, categories.get(f.rule, "")) for f in r.findings],
         "skipped": [{"rule": x.rule, "reason": x.reason} for x in r.skipped],
         "below_threshold": [
@@ -138,10 +192,10 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
              "saved_ms_per_step": _ms(f.estimate.saved_ns_per_step)}
             for f in r.below_threshold
         ],
+        "baseline_step_ms": baseline_ms,
+        "estimate_withheld": basis.withheld if basis is not None else None,
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
-        "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else (
-            _ms(r.unprofiled_median_ns if r.unprofiled_median_ns is not None else s.median_step_ns)
-            if s.steps else None),
+        "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else baseline_ms,
         "model_check": {
             "replay_error": None if r.baseline_error is None else round(r.baseline_error, 4),
             # Host time per step the tracing profiler itself added (estimated); speedups are

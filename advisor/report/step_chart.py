@@ -74,7 +74,7 @@ def _stats(steady: list[float]) -> list[tuple[str, str]]:
     mean = statistics.fmean(steady)
     cv = statistics.pstdev(steady) / mean if mean and len(steady) > 1 else 0.0
     return [
-        ("median", fmt_ms(median)),
+        ("traced median", fmt_ms(median)),
         ("p10 – p90", f"{fmt_ms(percentile(steady, 0.1))} – {fmt_ms(percentile(steady, 0.9))}"),
         ("min – max", f"{fmt_ms(steady[0])} – {fmt_ms(steady[-1])}"),
         ("jitter (CV)", fmt_pct(cv, 1)),

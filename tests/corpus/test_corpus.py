@@ -27,8 +27,13 @@ SPEEDUP_TOLERANCE = 0.02
 
 def summary(rel: str) -> dict:
     d = to_dict(analyze(SHARED_TRACES / rel))
+    det = d["steps"]["detection"]
     return {
         "steps": d["steps"]["count"],
+        # Which steps, how they were found, and whether they carry estimates.
+        "detection": {"method": det["method"], "pid": det["pid"], "first": det["first"],
+                      "last": det["last"], "confidence": det["confidence"],
+                      "estimates": d["estimate_withheld"] is None},
         "findings": {f["rule"]: round(f["estimated_speedup"], 3) for f in d["findings"]},
     }
 
@@ -50,6 +55,7 @@ def test_findings_on_real_traces_match_the_reviewed_snapshot(rel, golden):
     assert rel in golden, f"{rel}: new trace, review it and regenerate the snapshot"
     got, want = summary(rel), golden[rel]
     assert got["steps"] == want["steps"]
+    assert got["detection"] == want["detection"], (rel, got["detection"])
     assert sorted(got["findings"]) == sorted(want["findings"]), (rel, got, want)
     for rule, speedup in want["findings"].items():
         assert abs(got["findings"][rule] - speedup) <= SPEEDUP_TOLERANCE, (rel, rule, got, want)

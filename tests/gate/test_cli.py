@@ -16,6 +16,7 @@ from .conftest import (
     MFU_AFTER,
     MFU_BEFORE,
     NO_STEPS,
+    SCENARIOS,
     TRACES,
     needs_traces,
     run_cli,
@@ -24,19 +25,24 @@ from .conftest import (
 pytestmark = needs_traces
 
 
+# A real H100 pair whose steps carry a verdict: the host-sync scenario, fixed and planted.
+GOOD = SCENARIOS / "host-sync" / "good" / "nsys.sqlite.gz"
+BAD = SCENARIOS / "host-sync" / "bad" / "nsys.sqlite.gz"
+
+
 def test_the_same_trace_twice_passes():
-    r = run_cli(["gate", str(MFU_BEFORE), str(MFU_BEFORE)])
+    r = run_cli(["gate", str(GOOD), str(GOOD)])
     assert r.exit_code == 0, r.stderr
     assert r.stdout.startswith("advisor gate: PASS")
 
 
 def test_a_regression_exits_1_and_says_what_and_how_much(tmp_path):
     md, junit, out = tmp_path / "gate.md", tmp_path / "gate.xml", tmp_path / "gate.json"
-    r = run_cli(["gate", str(MFU_BEFORE), str(MFU_AFTER), "--markdown", str(md), "--junit",
+    r = run_cli(["gate", str(GOOD), str(BAD), "--markdown", str(md), "--junit",
                  str(junit), "--json", str(out), "--github-annotations"])
     assert r.exit_code == 1, r.stderr
-    assert "FAIL" in r.stdout and "step time +15.7%" in r.stdout
-    assert "communication: 0.525 -> 1.645 ms" in r.stdout
+    assert "FAIL" in r.stdout and "step time +60.9%" in r.stdout
+    assert "host-sync (HOST001): new finding" in r.stdout
     assert "::error title=advisor gate%3A step-time regression" in r.stdout
     assert r.stderr == ""
     assert md.read_text().startswith("## ❌")
@@ -45,24 +51,34 @@ def test_a_regression_exits_1_and_says_what_and_how_much(tmp_path):
 
 
 def test_the_threshold_is_in_percent():
-    r = run_cli(["gate", str(MFU_BEFORE), str(MFU_AFTER), "--threshold", "20"])
-    assert r.exit_code == 0, r.stdout
-    assert "-> unchanged (threshold 20%)" in r.stdout
+    r = run_cli(["gate", str(GOOD), str(BAD), "--threshold", "100"])
+    assert "-> unchanged (threshold 100%)" in r.stdout
+    assert r.exit_code == 1  # the new host syncs fail on their own, whatever the threshold
 
 
 def test_the_reverse_direction_passes_as_faster():
-    r = run_cli(["gate", str(MFU_AFTER), str(MFU_BEFORE)])
+    r = run_cli(["gate", str(BAD), str(GOOD)])
     assert r.exit_code == 0
     assert "-> faster" in r.stdout
 
 
 def test_saved_json_results_gate_like_traces(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    assert run_cli(["analyze", "-q", "--json", str(a), str(MFU_BEFORE)]).exit_code == 0
-    assert run_cli(["analyze", "-q", "--json", str(b), str(MFU_AFTER)]).exit_code == 0
+    assert run_cli(["analyze", "-q", "--json", str(a), str(GOOD)]).exit_code == 0
+    assert run_cli(["analyze", "-q", "--json", str(b), str(BAD)]).exit_code == 0
     r = run_cli(["gate", str(a), str(b)])
-    assert r.exit_code == 1 and "step time +15.7%" in r.stdout
+    assert r.exit_code == 1 and "step time +60.9%" in r.stdout
     assert run_cli(["gate", str(a), str(a)]).exit_code == 0
+
+
+@pytest.mark.parametrize("allow", [[], ["--allow", "host-sync"]], ids=["plain", "allow-host-sync"])
+def test_the_fsdp_pair_is_refused_a_verdict(allow):
+    """nsys-ai's FSDP captures hold less than one training step: no verdict, allowed or not."""
+    r = run_cli(["gate", str(MFU_BEFORE), str(MFU_AFTER), *allow])
+    assert r.exit_code == 2
+    assert "its steps cannot carry a verdict" in r.stderr
+    assert "less than one period of the training loop" in r.stderr
+    assert "INCONCLUSIVE" in r.stdout
 
 
 @pytest.mark.parametrize(
@@ -93,7 +109,7 @@ def test_runs_that_cannot_be_compared_exit_2(tmp_path, saved_result, baseline, c
 
 
 def test_an_unknown_allowed_rule_is_a_usage_error():
-    r = run_cli(["gate", str(MFU_BEFORE), str(MFU_BEFORE), "--allow", "no-such-rule"])
+    r = run_cli(["gate", str(GOOD), str(GOOD), "--allow", "no-such-rule"])
     assert r.exit_code == 2 and "unknown rule(s): no-such-rule" in r.stderr
 
 
@@ -106,5 +122,5 @@ def test_a_subprocess_run_uses_the_real_exit_codes(tmp_path):
     broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)
     r = run(str(broken), str(MFU_BEFORE))
     assert r.returncode == 2 and r.stderr.startswith("advisor: error:") and "Traceback" not in r.stderr
-    r = run(str(MFU_BEFORE), str(MFU_AFTER))
-    assert r.returncode == 1 and "step time +15.7%" in r.stdout
+    r = run(str(GOOD), str(BAD))
+    assert r.returncode == 1 and "step time +60.9%" in r.stdout

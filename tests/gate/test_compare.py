@@ -14,7 +14,7 @@ from advisor.errors import AnalysisError, ExitCode
 from advisor.gate.compare import Policy, compare
 from advisor.gate.inputs import FindingRow, GateInput, KernelRow
 
-from .conftest import MFU_BEFORE, needs_traces
+from .conftest import MFU_BEFORE, lift_refusal, needs_traces
 
 pytestmark = needs_traces
 
@@ -26,8 +26,9 @@ GELU = ("void at::native::vectorized_elementwise_kernel<4, at::native::GeluCUDAK
 @pytest.fixture(scope="module")
 def base(gate_input) -> GateInput:
     """The real run, without its rule findings: these tests are about the gate's policy, and
-    the rules' output on this trace is not theirs to pin."""
-    return replace(gate_input(MFU_BEFORE), findings=())
+    the rules' output on this trace is not theirs to pin (nor is its step basis: see
+    `lift_refusal`)."""
+    return replace(lift_refusal(gate_input(MFU_BEFORE)), findings=())
 
 
 def scaled(x: GateInput, steps: float = 1.0, busy: float = 1.0, launches: float = 1.0) -> GateInput:
@@ -111,17 +112,36 @@ def test_allow_accepts_a_rule_by_name_or_code(base):
         assert r.regressions and all(reg.allowed for reg in r.regressions)
 
 
-def test_a_slower_step_is_allowed_only_when_every_rule_it_names_is(base):
-    cand = with_match(with_counts(scaled(base, steps=1.2, busy=1.0, launches=1.0),
+def _slower_with(base: GateInput, saved_ms: float) -> GateInput:
+    return with_match(with_counts(scaled(base, steps=1.2, busy=1.0, launches=1.0),
                                   sync_calls=base.counts["sync_calls"] + 1,
                                   pageable_copies=base.counts["pageable_copies"] + 1),
-                      "host-sync", "pageable-memcpy")
+                      "host-sync", "pageable-memcpy", saved_ms=saved_ms)
+
+
+def test_a_slower_step_is_allowed_only_when_every_rule_it_names_is(base):
+    # Each rule's cost grows by half the 20% slowdown: together they explain all of it.
+    cand = _slower_with(base, saved_ms=0.1 * base.median_ms)
     r = compare(base, cand, Policy(allow=frozenset({"host-sync"})))
     assert r.exit_code == ExitCode.GATE_FAILED
     step = next(reg for reg in r.regressions if reg.kind == "step-time")
     assert set(step.rules) == {"host-sync", "pageable-memcpy"} and not step.allowed
     r = compare(base, cand, Policy(allow=frozenset({"host-sync", "pageable-memcpy"})))
     assert r.exit_code == ExitCode.OK
+
+
+def test_allowed_rules_account_only_for_the_slowdown_their_evidence_explains(base):
+    """The same 20% slowdown with both rules allowed, but their costs grew by 0.2 ms each:
+    the rest of the slowdown is unexplained and still fails, saying how much."""
+    cand = _slower_with(base, saved_ms=0.2)
+    r = compare(base, cand, Policy(allow=frozenset({"host-sync", "pageable-memcpy"})))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    step = next(reg for reg in r.failures if reg.kind == "step-time")
+    slowdown = cand.median_ms - base.median_ms
+    assert "explain 0.400 ms of the" in step.summary
+    assert f"{slowdown - 0.4:.3f} ms" in step.summary and "unexplained" in step.summary
+    # The rules' own regressions stay allowed: only the unexplained rest fails.
+    assert all(reg.allowed for reg in r.regressions if reg.kind != "step-time")
 
 
 def test_new_pageable_copies_and_lost_graph_replays_name_their_rules(base):
@@ -221,3 +241,26 @@ def test_a_graph_replay_hiding_every_kernel_skips_the_workload_check(base):
     r = compare(graphed, with_match(base, "uncaptured-cuda-graph"))
     assert any("workload check skipped" in n for n in r.notes)
     assert r.failures[0].rules == ("uncaptured-cuda-graph",)
+
+
+def test_allowing_host_sync_on_the_fsdp_pair_leaves_the_unexplained_slowdown_failing(gate_input):
+    """nsys-ai's FSDP before/after pair: +16% per piece, mostly communication and GPU idle.
+    host-sync's own cost grew by a fraction of that; allowing it accepts that fraction only."""
+    from advisor.gate.compare import explained_ms
+
+    from .conftest import MFU_AFTER
+
+    before, after = lift_refusal(gate_input(MFU_BEFORE)), lift_refusal(gate_input(MFU_AFTER))
+    r = compare(before, after, Policy(allow=frozenset({"host-sync"})))
+    assert r.exit_code == ExitCode.GATE_FAILED
+    step = next(reg for reg in r.failures if reg.kind == "step-time")
+    assert step.rules == ("host-sync",)
+    slowdown = after.median_ms - before.median_ms
+    explained = explained_ms(before, after, ["host-sync"])
+    assert 0 < explained < 0.2 * slowdown  # the syncs explain little of it
+    assert f"explains {explained:.3f} ms of the {slowdown:.3f} ms slowdown" in step.summary
+    assert "unexplained and above the 5% threshold" in step.summary
+    assert all(reg.allowed for reg in r.regressions if reg.kind != "step-time")
+    # Unmodified, the pair is refused a verdict: its pieces are layers, not steps.
+    assert compare(gate_input(MFU_BEFORE), gate_input(MFU_AFTER),
+                   Policy(allow=frozenset({"host-sync"}))).exit_code == ExitCode.BAD_INPUT

@@ -1,0 +1,202 @@
+"""Which steps a report rests on, how they were found, and whether they carry an estimate: over
+every real trace in ../shared/traces and every capture in fixtures/.
+
+For each trace: the console, JSON and HTML reports name the process, the steps and how they
+were found; the report uses one baseline step time everywhere; steps inferred from a launch
+pattern whose pieces are not periods of the loop, or too few steps, carry no estimate. The
+exact steps found per shared trace are pinned in tests/corpus/expected.json ("detection").
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from advisor.analysis import Analysis, analyze
+from advisor.engine.step_basis import MIN_STEPS_FOR_ESTIMATE
+from advisor.graph.steps import STEP_NAME
+from advisor.ingest.base import LoadOptions
+from advisor.report import console as console_report
+from advisor.report.html_report import render_html
+from advisor.report.html_view import fmt_ms
+from advisor.report.json_report import to_dict
+from tests.conftest import ROOT, SHARED_TRACES, shared
+
+TRACE_SUFFIXES = (".sqlite", ".sqlite.gz", ".json.gz")
+
+
+def _traces(root: Path) -> list[Path]:
+    if not root.exists():
+        return []
+    return sorted(p for p in root.rglob("*") if p.name.endswith(TRACE_SUFFIXES))
+
+
+TRACES = _traces(SHARED_TRACES) + _traces(ROOT / "fixtures")
+
+
+@dataclass
+class Reports:
+    analysis: Analysis
+    data: dict
+    console: str
+    html: str
+
+
+def reports(path: Path, unpacked) -> Reports:
+    analysis = analyze(unpacked(path))
+    out = io.StringIO()
+    console_report.render(analysis, Console(file=out, width=400, highlight=False))
+    return Reports(analysis, to_dict(analysis), out.getvalue(), render_html(analysis))
+
+
+def _id(p: Path) -> str:
+    return str(p.relative_to(ROOT.parent)) if p.is_relative_to(ROOT.parent) else p.name
+
+
+@pytest.mark.parametrize("path", TRACES, ids=_id)
+def test_reports_name_their_steps_withhold_estimates_and_share_one_baseline(path, unpacked):
+    """Each trace analysed once, four checks on its three reports."""
+    r = reports(path, unpacked)
+    says_which_steps_and_how_they_were_found(r)
+    steps_that_cannot_carry_an_estimate_get_none(r)
+    one_baseline_step_time_per_report(r)
+    without_steps_a_whole_trace_summary_and_each_reason_once(r)
+
+
+def says_which_steps_and_how_they_were_found(r: Reports) -> None:
+    basis, det = r.analysis.results.basis, r.data["steps"]["detection"]
+    steps = r.analysis.summary.steps
+    assert det["method"] == basis.method and det["description"] == basis.describe()
+    if steps:
+        analysed = [b.step for b in steps]
+        assert det["pid"] == analysed[0].pid and det["tid"] == analysed[0].tid
+        assert (det["first"], det["last"]) == (analysed[0].name, analysed[-1].name)
+        assert f"process {det['pid']}" in det["description"]
+        if det["method"] == "step ranges":
+            assert all(STEP_NAME.match(s.name) for s in analysed)
+        elif det["method"] == "launch pattern":
+            assert all(s.name.endswith("(launch pattern)") for s in analysed)
+            assert det["detail"].startswith("repeats of kernel ")
+    else:
+        assert det["method"] in ("none", r.analysis.graph.step_detection.method)
+        assert "--steps REGEX" in det["description"] or "warm-up" in det["description"]
+    # The same sentence in all three reports (rich may wrap the console's, so compare words).
+    words = " ".join(r.console.split())
+    assert " ".join(det["description"].split()) in words
+    assert _html_text(det["description"]) in r.html
+
+
+def _html_text(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace(
+        "'", "&#39;").replace('"', "&#34;")
+
+
+def steps_that_cannot_carry_an_estimate_get_none(r: Reports) -> None:
+    res, basis = r.analysis.results, r.analysis.results.basis
+    n = len(r.analysis.summary.steps)
+    short_window = (basis.method == "launch pattern"
+                    and r.analysis.graph.step_detection.periodic is False)
+    if n and (n < MIN_STEPS_FOR_ESTIMATE or short_window):
+        assert basis.withheld and r.data["estimate_withheld"] == basis.withheld
+        assert basis.confidence != "high"
+        if short_window:
+            assert "less than one period" in basis.withheld and basis.confidence == "low"
+        for f in res.findings:
+            assert f.estimate.withheld == basis.withheld and f.estimate.low == 1.0
+        assert all(f["estimate_withheld"] for f in r.data["findings"])
+        assert "No speedup estimates" in r.console
+        assert not re.search(r"\d\.\d\dx \(", r.console)  # no speedup figure in the table
+        assert 'id="withheld"' in r.html
+    elif n:
+        assert basis.withheld is None or "no warm-up" in basis.withheld
+    if basis.withheld is None:
+        assert all(f.estimate.withheld is None for f in res.findings)
+        assert "No speedup estimates" not in r.console
+
+
+def one_baseline_step_time_per_report(r: Reports) -> None:
+    res, d = r.analysis.results, r.data
+    if not r.analysis.summary.steps:
+        assert d["baseline_step_ms"] is None
+        return
+    base_ms = d["baseline_step_ms"]
+    assert d["steps"]["baseline_ms"] == base_ms
+    estimates = [f.estimate for f in res.findings] + ([res.combined] if res.combined else [])
+    for e in estimates:
+        assert e.step_ns == res.baseline_step_ns
+        assert e.predicted_step_ns == pytest.approx(e.step_ns / e.speedup, rel=1e-9)
+    for f in d["findings"]:
+        assert f["predicted_step_ms"] + f["saved_ms_per_step"] == pytest.approx(base_ms, abs=2e-4)
+        if not f["estimate_withheld"]:
+            assert f["predicted_step_ms"] * f["estimated_speedup"] == pytest.approx(base_ms,
+                                                                                   rel=1e-3)
+    # Console: the step time it prints is the baseline. HTML: the headline and every finding's
+    # "step" line show it, and no other figure is called the step.
+    assert f"Step time: {res.baseline_step_ns / 1e6:.3f} ms" in " ".join(r.console.split())
+    headline = re.search(r'id="kpi-step".*?tile-value mono">([^<]*)<', r.html, re.S)
+    assert headline and headline.group(1) == fmt_ms(base_ms)
+    for step_line in re.findall(r"<dt>step</dt><dd class=\"mono\">([^<]*) →", r.html):
+        assert step_line == fmt_ms(base_ms)
+    assert len(re.findall(r"<dt>step</dt>", r.html)) == sum(
+        1 for f in d["findings"] if not f["estimate_withheld"])
+
+
+def without_steps_a_whole_trace_summary_and_each_reason_once(r: Reports) -> None:
+    reasons = [x.reason for x in r.analysis.results.skipped]
+    for reason in set(reasons):
+        assert " ".join(r.console.split()).count(reason) == 1, reason
+    if r.analysis.summary.steps:
+        assert r.data["whole_trace"] is None
+        return
+    w = r.data["whole_trace"]
+    g = r.analysis.graph
+    assert w is not None
+    if g.has_gpu_work:
+        assert 0 < w["gpu_busy_ms"] <= w["span_ms"] * w["devices"] + 1e-3
+        assert w["gpu_idle_ms"] == pytest.approx(w["span_ms"] * w["devices"] - w["gpu_busy_ms"],
+                                                 abs=2e-3)
+        kernels = [o for o in g.kernels()]
+        if kernels:
+            top = max(kernels, key=lambda o: o.duration_ns)
+            by_name = sum(o.duration_ns for o in kernels if o.name == top.name)
+            assert w["top_kernels"][0]["ms"] >= by_name / 1e6 - 1e-3
+        assert "Whole trace:" in r.console and 'id="whole-trace"' in r.html
+
+
+def test_a_step_pattern_names_the_steps():
+    """alexnet's benchmark names no step, but brackets its forward passes in ranges: the user
+    names those, and the report says they came from the pattern (two of them: no estimate)."""
+    path = shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz")
+    a = analyze(path, load_options=LoadOptions(step_pattern=r"\|forward\]$"))
+    basis = a.results.basis
+    assert basis.method == "--steps pattern"
+    assert [s.name.split("|")[-2] for s in a.graph.steps] == ["warmup", "measure"]
+    assert "only 2 steady steps" in basis.withheld
+
+
+def test_the_pid_option_picks_the_other_rank():
+    path = shared("nsys-ai/mfu_2gpu_before.sqlite")
+    default = analyze(path).results.basis
+    other = ({144, 145} - {default.pid}).pop()
+    picked = analyze(path, load_options=LoadOptions(pid=other)).results.basis
+    assert picked.pid == other and picked.chosen_by == "--pid"
+    assert "named by --pid" in picked.describe()
+    assert {s.pid for s in analyze(path, load_options=LoadOptions(pid=other)).graph.steps} == {other}
+
+
+def test_a_step_pattern_reads_an_nsys_export_too(unpacked):
+    """Our H100 capture marks steps and phases with NVTX: naming the forward ranges as the
+    steps goes through the export's string table, and the report says so."""
+    path = unpacked(ROOT / "fixtures/scenarios/host-sync/good/nsys.sqlite.gz")
+    default = analyze(path)
+    forward = analyze(path, load_options=LoadOptions(step_pattern="^forward$"))
+    basis = forward.results.basis
+    assert basis.method == "--steps pattern" and basis.first == basis.last == "forward"
+    assert f"'forward' x{basis.analysed}" in basis.describe()
+    assert len(forward.graph.steps) == len(default.graph.steps)  # one forward per step
+    assert all(s.pid == default.results.basis.pid for s in forward.graph.steps)
