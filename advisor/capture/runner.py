@@ -184,7 +184,9 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
     except AdvisorError as e:
         if code == 0:
             raise
-        print(f"advisor: error: {e}", file=sys.stderr)
+        from advisor.safe_text import plain
+
+        print(f"advisor: error: {plain(e)}", file=sys.stderr)
         return code
     if talk:
         print(f"advisor: trace {trace}; {len(recorded)} steps recorded"

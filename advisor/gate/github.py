@@ -8,18 +8,12 @@ a kernel name cannot end the command early.
 from __future__ import annotations
 
 from advisor.gate.compare import GateResult
-
-
-def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _prop(text: str) -> str:
-    return _data(text).replace(":", "%3A").replace(",", "%2C")
+from advisor.safe_text import plain, workflow_data, workflow_property
 
 
 def command(level: str, title: str, message: str) -> str:
-    return f"::{level} title={_prop(title)}::{_data(message)}"
+    """One workflow command; control characters go first (`plain`), then GitHub's escaping."""
+    return f"::{level} title={workflow_property(plain(title))}::{workflow_data(plain(message))}"
 
 
 def render_annotations(result: GateResult) -> str:

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.analysis import Analysis
+from advisor.safe_text import markup, plain
 
 
 def _ms(ns: float) -> str:
@@ -16,12 +17,13 @@ def _ms(ns: float) -> str:
 def render(analysis: Analysis, console: Console) -> None:
     g, s, r = analysis.graph, analysis.summary, analysis.results
     info = g.info
+    # Every name below comes from the trace: `markup`/`plain` keep it data (advisor.safe_text).
     gpus = ", ".join(sorted({x.name for x in info.gpus})) or "GPU unknown"
-    console.print(Text(f"{info.path}", style="bold"), Text(f"({info.format} {info.schema_version})",
-                                                           style="dim"))
-    console.print(f"GPU: {gpus}")
+    console.print(Text(plain(info.path), style="bold"),
+                  Text(plain(f"({info.format} {info.schema_version})"), style="dim"))
+    console.print(f"GPU: {markup(gpus)}")
     for note in info.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {markup(note)}")
     if not g.has_gpu_work:
         console.print("[yellow]This trace has no GPU work (no kernels, copies or memsets): "
                       "nothing ran on a GPU in the captured window.[/]")
@@ -46,7 +48,7 @@ def render(analysis: Analysis, console: Console) -> None:
             t.add_column("phase")
             t.add_column("time", justify="right")
             for name, ns in phases.items():
-                t.add_row(name, _ms(ns))
+                t.add_row(markup(name), _ms(ns))
             console.print(t)
         causes = s.idle_cause_medians_ns()
         if causes:
@@ -54,7 +56,7 @@ def render(analysis: Analysis, console: Console) -> None:
             t.add_column("host was in")
             t.add_column("idle", justify="right")
             for name, ns in list(causes.items())[:8]:
-                t.add_row(name, _ms(ns))
+                t.add_row(markup(name), _ms(ns))
             console.print(t)
     if r.findings:
         t = Table(title="Findings (sorted by estimated speedup)", title_justify="left")
@@ -64,7 +66,8 @@ def render(analysis: Analysis, console: Console) -> None:
         t.add_column("fix")
         for f in r.findings:
             e = f.estimate
-            t.add_row(f.rule, f"{e.speedup:.2f}x ({e.low:.2f}-{e.high:.2f})", f.message, f.fix.title)
+            t.add_row(markup(f.rule), f"{e.speedup:.2f}x ({e.low:.2f}-{e.high:.2f})",
+                      markup(f.message), markup(f.fix.title))
         console.print(t)
         if r.combined:
             c = r.combined
@@ -73,5 +76,6 @@ def render(analysis: Analysis, console: Console) -> None:
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     if r.skipped:
-        console.print(Text("Skipped: " + "; ".join(f"{x.rule} ({x.reason})" for x in r.skipped),
+        console.print(Text(plain("Skipped: " + "; ".join(f"{x.rule} ({x.reason})"
+                                                         for x in r.skipped), 10_000),
                            style="dim"))
