@@ -41,9 +41,15 @@ def markup(text: object, limit: int = MAX_SHOWN) -> str:
     return _rich_escape(plain(text, limit))
 
 
+_CONTROL_BUT_NEWLINES = re.compile(
+    "[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
 def workflow_data(text: object) -> str:
-    """The message part of ``::command props::message``, escaped as GitHub documents."""
-    return str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The message part of ``::command props::message``: control characters other than CR/LF
+    replaced, then escaped as GitHub documents (CR and LF survive as %0D/%0A)."""
+    s = _CONTROL_BUT_NEWLINES.sub("?", str(text))
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def workflow_property(text: object) -> str:

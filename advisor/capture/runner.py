@@ -80,7 +80,7 @@ def import_torch() -> None:
                            f"({sys.executable}): pip install 'advisor[profile]'") from e
 
 
-def check_outputs(opts: ProfileOptions) -> None:
+def check_outputs(opts: ProfileOptions, inputs: list[Path] | None = None) -> None:
     """Fail before the job runs when a report could not be written anyway."""
     if opts.html_out is not None:
         import importlib.util
@@ -93,6 +93,15 @@ def check_outputs(opts: ProfileOptions) -> None:
         os.makedirs(opts.out, exist_ok=True)
     except OSError as e:
         raise CaptureError(f"--out {opts.out}: cannot create ({e.strerror})") from e
+    check_output_paths(opts, inputs or [])
+
+
+def check_output_paths(opts: ProfileOptions, inputs: list[Path]) -> None:
+    """Reports that would overwrite the script, be a directory or be unwritable fail now, not
+    after the whole job has run (`advisor.output_paths`)."""
+    from advisor.output_paths import check_outputs
+
+    check_outputs(inputs, {"--json": opts.json_out, "--html": opts.html_out})
 
 
 def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
@@ -105,7 +114,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
         return launch.torchrun(opts, args)
     target.check()
     import_torch()
-    check_outputs(opts)
+    check_outputs(opts, [Path(target.origin())] if target.origin() else [])
     rank = detect_rank()
     if opts.nsys and not opts.nsys_child:
         from advisor.capture import nsys

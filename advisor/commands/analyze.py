@@ -15,13 +15,15 @@ from advisor.ingest.base import LoadOptions
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report here.")
 @click.option("--rule", "rules", multiple=True, help="Run only these rules (name or code); repeatable.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
-              help="Steady-state steps to analyse in detail.")
+              type=click.IntRange(min=1), help="Steady-state steps to analyse in detail.")
 @click.option("--quiet", "-q", is_flag=True, help="No console summary.")
 def command(trace: Path, json_out: Path | None, html_out: Path | None, rules: tuple[str, ...],
             max_steps: int, quiet: bool) -> int:
     """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz)."""
     from advisor.analysis import analyze
+    from advisor.output_paths import check_outputs
 
+    check_outputs([trace], {"--json": json_out, "--html": html_out})
     analysis = analyze(trace, rules, load_options=LoadOptions(max_steps=max_steps))
     emit(analysis, json_out, html_out, quiet)
     return 0

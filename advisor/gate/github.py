@@ -8,12 +8,12 @@ a kernel name cannot end the command early.
 from __future__ import annotations
 
 from advisor.gate.compare import GateResult
-from advisor.safe_text import plain, workflow_data, workflow_property
+from advisor.safe_text import workflow_data, workflow_property
 
 
 def command(level: str, title: str, message: str) -> str:
-    """One workflow command; control characters go first (`plain`), then GitHub's escaping."""
-    return f"::{level} title={workflow_property(plain(title))}::{workflow_data(plain(message))}"
+    """One workflow command, escaped by `advisor.safe_text` (GitHub's documented escaping)."""
+    return f"::{level} title={workflow_property(title)}::{workflow_data(message)}"
 
 
 def render_annotations(result: GateResult) -> str:

@@ -14,8 +14,8 @@ from typing import Any
 
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
-from advisor.errors import OutputError
 from advisor.graph.step_metrics import step_metrics
+from advisor.output_paths import write_atomic
 
 SCHEMA_VERSION = "1.0"
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -153,7 +153,4 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
 def write_json(analysis: Analysis, path: str | Path) -> None:
     data = to_dict(analysis)
     text = json.dumps(data, indent=2, sort_keys=False)
-    try:
-        Path(path).write_text(text + "\n", encoding="utf-8")
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror}") from e
+    write_atomic(path, text + "\n")
