@@ -74,7 +74,7 @@ class NsysSqliteSource(TraceSource):
         return is_gzip(head) and gzipped_sqlite(path)
 
     def load(self, path: Path, options: LoadOptions) -> OpGraph:
-        with materialized(path) as plain:
+        with materialized(path, options.unpack_limits) as plain:
             conn = connect_read_only(plain, shown=path)
             try:
                 return _Loader(conn, path, options).load()
