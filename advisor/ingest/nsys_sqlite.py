@@ -99,6 +99,7 @@ class _Loader:
 
     def __init__(self, conn: sqlite3.Connection, path: Path, options: LoadOptions) -> None:
         self.conn = conn
+        self.path = path
         self.options = options
         self.schema = S.NsysSchema(conn, path)
         self.strings = S.StringCache(conn)
@@ -139,7 +140,9 @@ class _Loader:
         sql = f"SELECT rowid, {cols} FROM {table} {where}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return self.conn.execute(sql, tuple(params))
+        name = self.schema.table(spec.base) or table
+        return S.checked_rows(self.conn.execute(sql, tuple(params)), spec, name, self.path,
+                              self.schema.columns(name))
 
     def _count(self, spec: S.TableSpec, where: str = "", params: Iterable[object] = ()) -> int:
         selected = self.schema.select(spec)
