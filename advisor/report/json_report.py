@@ -116,6 +116,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "gpu_busy_times_ms": [_ms(t) for t in gm.gpu_busy_ns],
             "counts_per_step": {k: round(v, 3) for k, v in gm.counts.items()},
             "launch_interval_ms": {k: round(v / 1e6, 6) for k, v in gm.launch_interval_ns.items()},
+            "ops_per_step": {k: round(v, 3) for k, v in gm.ops.items()},
         },
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
@@ -126,7 +127,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             ],
             "all": [
                 {"name": k.name, "category": k.category, "count_per_step": round(k.count_per_step, 3),
-                 "ms_per_step": round(k.ns_per_step / 1e6, 6)}
+                 "ms_per_step": round(k.ns_per_step / 1e6, 6),
+                 "shapes": {g: round(c, 3) for g, c in k.shapes.items()}}
                 for k in gm.kernels
             ],
         },
