@@ -36,6 +36,25 @@ class UnpackLimits:
     max_ratio: float = 200.0
 
 
+def human_size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:g} {unit}"
+        n /= 1024
+    return f"{n:g} GiB"
+
+
+def parse_size(text: str) -> int:
+    """``"32G"``, ``"500M"``, ``"1.5GiB"``, ``"1048576"`` -> bytes (binary units)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    number = t[:-1] if scale > 1 else t
+    value = float(number)
+    if not value > 0 or value != value:
+        raise ValueError(text)
+    return int(value * scale)
+
+
 def check_regular(path: Path) -> os.stat_result:
     """The file's stat, or `InputError` when it is missing, not a regular file, or unreachable."""
     try:
@@ -92,7 +111,7 @@ class CappedReader:
                 why = (f"it unpacks to more than {self.limits.max_ratio:g} times its compressed "
                        f"size (a decompression bomb?)")
             else:
-                why = f"it unpacks to more than {self.cap / GIB:g} GiB"
+                why = f"it unpacks to more than {human_size(self.cap)}"
             raise TraceFormatError(f"{self.path}: refusing to decompress: {why}; raise the cap "
                                    "with --max-unpacked if the file is genuine")
         return data
