@@ -6,6 +6,7 @@ job reading them must see "could not compare", not last run's file or nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +28,23 @@ def _write(path: Path, data: str | bytes) -> None:
 
 
 def check_requested(inputs: tuple[Path, ...], req: OutputRequest) -> None:
-    """Before any work: no output may be an input, a directory or unwritable (exit 2)."""
-    check_outputs(inputs, {"--markdown": req.markdown, "--junit": req.junit, "--json": req.json})
+    """Before any work: no output may be an input, a directory or unwritable (exit 2). When
+    one is refused, the others still get the error verdict: none keeps an earlier one."""
+    try:
+        check_outputs(inputs, {"--markdown": req.markdown, "--junit": req.junit,
+                               "--json": req.json})
+    except OutputError as e:
+        usable = {}
+        for name in ("markdown", "junit", "json"):
+            path = getattr(req, name)
+            try:
+                check_outputs(inputs, {f"--{name}": path})
+            except OutputError:
+                continue
+            usable[name] = path
+        with contextlib.suppress(OutputError):
+            write_error_outputs(str(e), OutputRequest(**usable))
+        raise
 
 
 def write_outputs(result: GateResult, req: OutputRequest) -> None:

@@ -168,11 +168,16 @@ def test_analyze_never_writes_its_html_over_the_trace(tmp_path):
 
 def test_gate_never_writes_an_output_over_an_input(saved, tmp_path):
     a, b = shutil.copy(saved["bad"], tmp_path / "a.json"), shutil.copy(saved["good"], tmp_path / "b.json")
+    stale = tmp_path / "elsewhere" / "verdict.json"
+    stale.parent.mkdir()
     before = snapshot([Path(a), Path(b)])
     for option in ("--markdown", "--junit", "--json"):
-        run = run_cli(["gate", a, b, option, a])
+        stale.write_text('{"status": "pass"}')
+        other = ["--json", stale] if option != "--json" else ["--markdown", stale]
+        run = run_cli(["gate", a, b, option, a, *other])
         assert_held(run, before)
         assert run.exit_code == 2 and "is an input" in run.stderr
+        assert '"pass"' not in stale.read_text()  # the other output says "error", not last run's
 
 
 @pytest.mark.parametrize("where", ["directory", "missing-dir", "parent-is-file", "same-twice"])
