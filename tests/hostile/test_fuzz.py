@@ -71,6 +71,10 @@ json_scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),
     st.sampled_from(["1e306", "-1", "NaN", "[/]", "\x1b[2J", "\n::error::x"]),
 )
+WRONG_TYPES = [None, True, False, 0, -1, 7, 1.5, -2.5e300, 10**50, "", "x", "12", "1e306",
+               "[/]", [], [1, 2], ["a"], [[1, 2], [3]], {}, {"a": 1}, {"name": {"x": 1}}]
+"""One value of every JSON type, including the ones a field never holds: drawn uniformly, so
+a short run still puts each type in each field (hypothesis' own values favour the simplest)."""
 json_values = st.recursive(json_scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
     max_leaves=8)
@@ -87,7 +91,9 @@ def nested(draw) -> str:
 def hostile(draw) -> tuple[str, object]:
     """("json", value) to put in the document, or ("text", raw JSON text) for what json.dumps
     cannot make (deep nesting, literal huge numbers, a huge string)."""
-    kind = draw(st.sampled_from(["value", "value", "value", "nested", "number", "huge"]))
+    kind = draw(st.sampled_from(["typed", "typed", "typed", "value", "nested", "number", "huge"]))
+    if kind == "typed":
+        return "json", draw(st.sampled_from(WRONG_TYPES))
     if kind == "value":
         return "json", draw(json_values)
     if kind == "nested":
@@ -136,26 +142,38 @@ def kineto_doc() -> dict:
 
 
 _KINETO = kineto_doc()
-FIELDS = ["ts", "dur", "args", "name", "pid", "tid", "cat", "ph", "correlation", "device",
-          "grid", "block", "bytes", "Input Dims", "stream", "deviceProperties", "traceEvents"]
+FIELDS = ["ts", "dur", "args", "args", "name", "pid", "tid", "cat", "ph", "correlation",
+          "device", "grid", "block", "bytes", "Input Dims", "stream", "labels",
+          "deviceProperties", "traceEvents"]
+
+
+CATEGORIES = [*sorted({e.get("cat") for e in _KINETO["traceEvents"]
+                       if e.get("ph") == "X" and isinstance(e.get("cat"), str)}), "metadata"]
+ARG_FIELDS = ("correlation", "device", "grid", "block", "bytes", "Input Dims", "stream", "name",
+              "labels")
 
 
 @seed(2110)
 @FUZZ
-@given(how=st.sampled_from(["field", "field", "event", "truncate", "top"]),
+@given(how=st.sampled_from(["field", "field", "field", "event", "truncate", "top"]),
        steps=st.lists(st.integers(0, 10**6), min_size=1, max_size=5),
+       cat=st.sampled_from(CATEGORIES), many=st.integers(1, 50),
        key=st.sampled_from(FIELDS), value=hostile(), cut=st.floats(0, 1), gz=st.booleans())
-def test_kineto_trace_mutations(how, steps, key, value, cut, gz):
+def test_kineto_trace_mutations(how, steps, cat, many, key, value, cut, gz):
     doc = json.loads(json.dumps(_KINETO))
-    if how == "field":  # a field of one event (or of its args) set to a hostile value
-        events = doc["traceEvents"]
-        event = events[steps[0] % len(events)]
-        target = event.get("args") if key in ("correlation", "device", "grid", "block", "bytes",
-                                               "Input Dims", "stream") else event
-        target = target if isinstance(target, dict) else event
-        target[key] = "@@FUZZ@@"
+    if how == "field":  # a field of events of one category (or of their args) made hostile
+        events = [e for e in doc["traceEvents"]
+                  if (e.get("ph") == "M" if cat == "metadata" else e.get("cat") == cat)]
+        start = steps[0] % len(events)
         kind, raw = value
-        text = json.dumps(doc).replace('"@@FUZZ@@"', json.dumps(raw) if kind == "json" else raw, 1)
+        text = json.dumps(raw) if kind == "json" else raw
+        if kind == "text" or len(text) > 100_000:
+            many = 1  # one deep or huge value is the case; fifty would only be slower
+        for event in events[start:start + many]:
+            target = event.get("args") if key in ARG_FIELDS else event
+            target = target if isinstance(target, dict) else event
+            target[key] = "@@FUZZ@@"
+        text = json.dumps(doc).replace('"@@FUZZ@@"', text)
     elif how == "event":  # a whole event replaced
         text = place(doc, [0, steps[0]], key, value)
     elif how == "top":  # a top-level key of the document
