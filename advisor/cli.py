@@ -15,6 +15,7 @@ import click
 
 from advisor import DISTRIBUTION
 from advisor.errors import AdvisorError, ExitCode
+from advisor.safe_text import plain
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in advisor, not in the user's input
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     except AdvisorError as e:
         if show_tb:
             traceback.print_exc()
-        click.echo(f"advisor: error: {e}", err=True)
+        click.echo(f"advisor: error: {plain(e)}", err=True)  # one line, whatever the trace held
         return int(e.exit_code)
     except KeyboardInterrupt:
         click.echo("advisor: interrupted", err=True)

@@ -306,6 +306,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="advisor-ingest-bench-") as tmp:
         workdir = args.workdir or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
+        if workdir.resolve() == seed.resolve().parent:
+            # nsys-ai writes caches and lock files beside what it reads: it only ever runs on
+            # the copies built in the workdir, never beside the seed (e.g. ../shared/traces).
+            sys.exit("--workdir must not be the seed's directory: peer tools write beside "
+                     "their input")
         print(f"seed {seed}; building in {workdir}", file=sys.stderr)
         rows = []
         for built in build(seed, workdir, parse_sizes(args.sizes)):

@@ -93,7 +93,7 @@ def import_torch() -> None:
                            f"({sys.executable}): pip install 'h100-advisor[profile]'") from e
 
 
-def check_outputs(opts: ProfileOptions) -> None:
+def check_outputs(opts: ProfileOptions, inputs: list[Path] | None = None) -> None:
     """Fail before the job runs when a report could not be written anyway."""
     if opts.html_out is not None:
         import importlib.util
@@ -106,6 +106,15 @@ def check_outputs(opts: ProfileOptions) -> None:
         os.makedirs(opts.out, exist_ok=True)
     except OSError as e:
         raise CaptureError(f"--out {opts.out}: cannot create ({e.strerror})") from e
+    check_output_paths(opts, inputs or [])
+
+
+def check_output_paths(opts: ProfileOptions, inputs: list[Path]) -> None:
+    """Reports that would overwrite the script, be a directory or be unwritable fail now, not
+    after the whole job has run (`advisor.output_paths`)."""
+    from advisor.output_paths import check_outputs
+
+    check_outputs(inputs, {"--json": opts.json_out, "--html": opts.html_out})
 
 
 def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
@@ -118,7 +127,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
         return launch.torchrun(opts, args)
     target.check()
     import_torch()
-    check_outputs(opts)
+    check_outputs(opts, [Path(target.origin())] if target.origin() else [])
     rank = detect_rank()
     if opts.nsys and not opts.nsys_child:
         from advisor.capture import nsys
@@ -207,7 +216,9 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
     except AdvisorError as e:
         if code == 0:
             raise
-        print(f"advisor: error: {e}", file=sys.stderr)
+        from advisor.safe_text import plain
+
+        print(f"advisor: error: {plain(e)}", file=sys.stderr)
         return code
     if talk:
         print(f"advisor: trace {trace}; {len(recorded)} steps recorded"

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from advisor.ingest.base import LoadOptions
+from advisor.ingest.input_file import parse_size
 
 STDOUT = Path("-")
 
@@ -52,7 +53,10 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @rule_options
 @click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
-              help="Steady-state steps to analyse in detail.")
+              type=click.IntRange(min=1), help="Steady-state steps to analyse in detail.")
+@click.option("--max-unpacked", "max_unpacked", default="32G", show_default=True, metavar="SIZE",
+              help="Refuse a gzipped trace that unpacks to more than this (e.g. 500M, 64G); "
+                   "one that unpacks to over 200 times its size past 256M is refused too.")
 @click.option("--steps", "step_pattern", metavar="REGEX",
               help="The ranges (NVTX, record_function) that are the steps: a regular expression "
                    "searched in range names, instead of the built-in step names.")
@@ -61,18 +65,27 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @click.option("--quiet", "-q", is_flag=True, help="No console summary and no progress display.")
 def command(trace: Path, json_out: Path | None, html_out: Path | None, select: tuple[str, ...],
             ignore: tuple[str, ...], rule_option: tuple[str, ...], isolated: bool, show_fixes: bool,
-            max_steps: int, step_pattern: str | None, pid: int | None, quiet: bool) -> int:
+            max_steps: int, max_unpacked: str, step_pattern: str | None, pid: int | None,
+            quiet: bool) -> int:
     """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz).
 
     Rules are picked and configured by [tool.advisor] in the closest pyproject.toml (from the
     working directory upward), then by --select/--ignore/--rule-option. While it works, a
     progress display runs on stderr when stderr is a terminal.
     """
+    from advisor.output_paths import check_outputs
     from advisor.report.progress import Progress
 
+    try:
+        cap = parse_size(max_unpacked)
+    except ValueError as e:
+        raise click.BadParameter(f"{max_unpacked!r} is not a size like 500M or 32G",
+                                 param_hint="--max-unpacked") from e
+    check_outputs([trace], {"--json": json_out, "--html": html_out})
     settings = settings_from_cli(select, ignore, rule_option, isolated)
     progress = Progress.on_stderr(quiet)
-    options = LoadOptions(max_steps=max_steps, step_pattern=step_pattern, pid=pid)
+    options = LoadOptions(max_steps=max_steps, max_unpacked_bytes=cap, step_pattern=step_pattern,
+                          pid=pid)
     analysis = run_analysis(trace, options, settings, progress)
     emit(analysis, json_out, html_out, quiet, show_fixes=show_fixes, progress=progress)
     return 0

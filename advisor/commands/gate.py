@@ -8,6 +8,7 @@ one error funnel.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -46,26 +47,45 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
     """
     from advisor.engine.registry import load_rules, select
     from advisor.gate.compare import Policy, gate
-    from advisor.gate.github import render_annotations, render_error_annotation
-    from advisor.gate.outputs import OutputRequest, write_error_outputs, write_outputs
+    from advisor.gate.github import render_annotations
+    from advisor.gate.outputs import (
+        OutputRequest,
+        check_requested,
+        write_outputs,
+    )
     from advisor.gate.text import render_text
 
     allowed = select(load_rules(), list(allow)) if allow else []
     policy = Policy(threshold=threshold / 100,
                     allow=frozenset(k for r in allowed for k in (r.name, r.code)))
     request = OutputRequest(markdown_out, junit_out, json_out)
+    check_requested((baseline, candidate), request)
     try:
         result = gate(str(baseline), str(candidate), policy,
                       LoadOptions(step_pattern=step_pattern, pid=pid))
+        write_outputs(result, request)
     except AdvisorError as e:
-        write_error_outputs(str(e), request)
-        if github_annotations:
-            click.echo(render_error_annotation(str(e)), nl=False)
+        _fail_closed(str(e), request, github_annotations)
         raise
-    write_outputs(result, request)
+    except BaseException:  # a bug or an interrupt: CI must not read last run's "pass"
+        _fail_closed("advisor gate failed before a verdict (internal error or interrupted)",
+                     request, github_annotations)
+        raise
     click.echo(render_text(result), nl=False)
     if github_annotations:
         click.echo(render_annotations(result), nl=False)
     if result.status == "inconclusive":
         raise AnalysisError("gate inconclusive: " + "; ".join(result.inconclusive))
     return int(result.exit_code)
+
+
+def _fail_closed(message: str, request, github_annotations: bool) -> None:
+    """Replace every requested output with an "error" verdict, and say so on stdout."""
+    from advisor.errors import OutputError
+    from advisor.gate.github import render_error_annotation
+    from advisor.gate.outputs import write_error_outputs
+
+    with contextlib.suppress(OutputError):  # the original error is the one to report
+        write_error_outputs(message, request)
+    if github_annotations:
+        click.echo(render_error_annotation(message), nl=False)

@@ -8,18 +8,12 @@ a kernel name cannot end the command early.
 from __future__ import annotations
 
 from advisor.gate.compare import GateResult
-
-
-def _data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _prop(text: str) -> str:
-    return _data(text).replace(":", "%3A").replace(",", "%2C")
+from advisor.safe_text import workflow_data, workflow_property
 
 
 def command(level: str, title: str, message: str) -> str:
-    return f"::{level} title={_prop(title)}::{_data(message)}"
+    """One workflow command, escaped by `advisor.safe_text` (GitHub's documented escaping)."""
+    return f"::{level} title={workflow_property(title)}::{workflow_data(message)}"
 
 
 def render_annotations(result: GateResult) -> str:

@@ -3,22 +3,32 @@
 A trace is analysed and turned into the JSON result (`advisor.report.json_report.to_dict`) before
 it is read, so a trace and its saved result give the same `GateInput` to the same number: there is
 one comparison, whichever way the runs arrive.
+
+A saved result is the gate's input boundary and is checked there, once: read within size caps
+(`advisor.ingest.input_file`), parsed without NaN/Infinity and with bounded numbers and nesting,
+then validated against the shipped JSON schema (`advisor/report/schema.json`, the contract
+`advisor analyze --json` writes), so a wrong type anywhere is exit 2 naming the field, never a
+crash; step times must be positive finite numbers, or the gate would judge nothing.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
+import math
 import statistics
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import InputError, TraceFormatError
 from advisor.ingest.base import LoadOptions
+from advisor.ingest.input_file import GIB, CappedReader, UnpackLimits, check_regular, read_head
 
 SUPPORTED_MAJOR = "1"
+MAX_RESULT_BYTES = GIB  # a saved result is a few MB; a larger one is not ours
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,7 @@ class KernelRow:
     category: str
     count_per_step: float
     ms_per_step: float
+    shapes: Mapping[str, float] = field(default_factory=dict)  # launch geometry -> per step
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,7 @@ class GateInput:
     # the loop: `advisor.engine.step_basis`); None when they can.
     withheld: str | None = None
     steps_described: str = ""  # which process and steps, how found
+    ops: Mapping[str, float] = field(default_factory=dict)  # host operator+shapes -> per step
 
     @property
     def median_ms(self) -> float:
@@ -79,7 +91,22 @@ class GateInput:
 
 
 def _numbers(values: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in values or () if isinstance(v, (int, float)))
+    return tuple(float(v) for v in values or ()
+                 if isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _times(values: Any, path: str, key: str) -> tuple[float, ...]:
+    """Step times: every one a positive finite number, or the input is refused."""
+    out = []
+    for v in values or ():
+        if v is None and key == "times_ms":
+            continue  # steps with no time in results that predate the gate (read as absent)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+                or v <= 0:
+            raise TraceFormatError(f"{path}: steps.{key} holds {v!r}: step times must be "
+                                   "positive numbers")
+        out.append(float(v))
+    return tuple(out)
 
 
 def _mapping(values: Any) -> dict[str, float]:
@@ -91,7 +118,7 @@ def _mapping(values: Any) -> dict[str, float]:
 def _kernels(rows: Any) -> tuple[KernelRow, ...]:
     return tuple(
         KernelRow(str(r["name"]), str(r.get("category", "")), float(r.get("count_per_step") or 0),
-                  float(r.get("ms_per_step") or 0))
+                  float(r.get("ms_per_step") or 0), _mapping(r.get("shapes")))
         for r in rows or () if isinstance(r, dict) and "name" in r
     )
 
@@ -122,10 +149,10 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
     except KeyError as e:
         raise TraceFormatError(f"{path}: not a complete advisor result (no {e.args[0]!r})") from e
     notes: list[str] = []
-    times = _numbers(steps.get("steady_times_ms"))
+    times = _times(steps.get("steady_times_ms"), path, "steady_times_ms")
     if "steady_times_ms" not in steps:
         warm = int(steps.get("warmup") or 0)
-        times = _numbers(steps.get("times_ms"))[warm:]
+        times = _times(steps.get("times_ms"), path, "times_ms")[warm:]
         notes.append(f"{path}: result predates `advisor gate`; steady steps taken as times_ms "
                      f"after the {warm} warm-up step(s)")
     complete = "all" in kernels
@@ -149,6 +176,7 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         notes=tuple(notes) + tuple(trace.get("notes") or ()),
         withheld=_withheld(data),
         steps_described=str((steps.get("detection") or {}).get("description", "")),
+        ops=_mapping(steps.get("ops_per_step")),
     )
 
 
@@ -162,14 +190,13 @@ def _withheld(data: dict[str, Any]) -> str | None:
 
 
 def _head(path: Path) -> bytes:
-    try:
-        with path.open("rb") as f:
-            head = f.read(512)
-        if head[:2] == b"\x1f\x8b":
-            with gzip.open(path, "rb") as g:
+    head = read_head(path, 512)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with CappedReader(path) as g:
                 head = g.read(512)
-    except (OSError, EOFError) as e:
-        raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from e
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from e
     return head
 
 
@@ -179,33 +206,74 @@ def is_advisor_result(path: Path) -> bool:
     return b'"advisor_version"' in _head(path)
 
 
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text) > 40:
+        raise ValueError("an integer with more than 40 digits")
+    return int(text)
+
+
+def _read_bytes(path: Path) -> bytes:
+    size = check_regular(path).st_size
+    if read_head(path, 2) == b"\x1f\x8b":
+        with CappedReader(path, UnpackLimits(max_bytes=MAX_RESULT_BYTES)) as f:
+            return f.read()
+    if size > MAX_RESULT_BYTES:
+        raise TraceFormatError(f"{path}: {size >> 20} MiB is too large for an advisor result")
+    return path.read_bytes()
+
+
 def _read_result(path: Path) -> dict[str, Any]:
     try:
-        opener = gzip.open if _head_is_gzip(path) else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise TraceFormatError(f"{path}: unreadable advisor result ({e})") from e
+        data = json.loads(_read_bytes(path).decode("utf-8"), parse_constant=_no_constant,
+                          parse_int=_bounded_int)
+    except (OSError, EOFError, zlib.error) as e:
+        raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from e
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+        raise TraceFormatError(f"{path}: unreadable advisor result ({str(e)[:200]})") from e
+    except RecursionError as e:
+        raise TraceFormatError(f"{path}: unreadable advisor result (nested too deeply)") from e
     if not isinstance(data, dict):
         raise TraceFormatError(f"{path}: not an advisor result (not a JSON object)")
     return data
 
 
-def _head_is_gzip(path: Path) -> bool:
-    with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+@lru_cache(maxsize=1)
+def _validator() -> Any:
+    import jsonschema
+
+    from advisor.report.json_report import SCHEMA_PATH
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate_result(data: dict[str, Any], path: str) -> None:
+    """Refuse a saved result that does not match the shipped schema, naming the first field."""
+    version = str(data.get("schema_version", ""))
+    if version.split(".")[0] != SUPPORTED_MAJOR:
+        return  # from_dict says which schema this advisor reads
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(data))
+    if error is not None:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.path)
+        raise TraceFormatError(f"{path}: not a valid advisor result: {where.lstrip('.') or 'top level'}: "
+                               f"{error.message[:160]}")
 
 
 def load_input(path: str | Path, load_options: LoadOptions | None = None) -> GateInput:
     """Read one side of the gate: a trace (analysed now, with ``load_options``: ``--steps``,
     ``--pid``) or a saved advisor JSON result."""
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, not a trace or advisor result")
+    check_regular(p)
     if is_advisor_result(p):
-        return from_dict(_read_result(p), str(p), "json")
+        data = _read_result(p)
+        validate_result(data, str(p))
+        return from_dict(data, str(p), "json")
     from advisor.analysis import analyze
     from advisor.config import load_settings
     from advisor.report.json_report import to_dict

@@ -12,6 +12,7 @@ from pathlib import PurePath
 
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
+from advisor.safe_text import plain
 
 ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
 TITLE = {"pass": "pass", "fail": "regression", "inconclusive": "could not compare"}
@@ -22,7 +23,7 @@ _MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
 
 def cell(text: str) -> str:
     """Text safe in a table cell or list item: HTML escaped, markdown punctuation escaped."""
-    return _MARKDOWN.sub(r"\\\1", html.escape(text, quote=False)).replace("\n", " ")
+    return _MARKDOWN.sub(r"\\\1", html.escape(plain(text), quote=False))
 
 
 def _rows(title: str, changes: tuple[Change, ...], unit: str = "ms") -> list[str]:
@@ -55,9 +56,9 @@ def render_markdown(result: GateResult) -> str:
     b_name, c_name = run_names(b.path, c.path)
     out = [f"## {ICON[result.status]} advisor gate: {TITLE[result.status]}", "",
            "| run | file | capture | steady steps | median step |", "|---|---|---|---:|---:|",
-           f"| baseline | {cell(b_name)} | {b.trace_format} | {len(b.step_times_ms)} | "
+           f"| baseline | {cell(b_name)} | {cell(b.trace_format)} | {len(b.step_times_ms)} | "
            f"{b.median_ms:.3f} ms |",
-           f"| candidate | {cell(c_name)} | {c.trace_format} | {len(c.step_times_ms)} | "
+           f"| candidate | {cell(c_name)} | {cell(c.trace_format)} | {len(c.step_times_ms)} | "
            f"{c.median_ms:.3f} ms |", "",
            f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
            f"Mann-Whitney p={t.p_value:.2g}, threshold {result.policy.threshold:.0%}): "
@@ -78,7 +79,7 @@ def render_markdown(result: GateResult) -> str:
     if result.findings:
         out += ["### Rule findings", "", "| rule | status | baseline cost | candidate cost |",
                 "|---|---|---:|---:|"]
-        out += [f"| {cell(f.rule)} ({f.code}) | {f.status} | {f.base_saved_ms:.3f} ms | "
+        out += [f"| {cell(f.rule)} ({cell(f.code)}) | {f.status} | {f.base_saved_ms:.3f} ms | "
                 f"{f.cand_saved_ms:.3f} ms |" for f in result.findings]
         out.append("")
     a = result.attribution

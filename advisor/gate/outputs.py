@@ -6,12 +6,14 @@ job reading them must see "could not compare", not last run's file or nothing.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.errors import OutputError
 from advisor.gate.compare import GateResult
+from advisor.output_paths import check_outputs, write_atomic
 
 
 @dataclass(frozen=True)
@@ -22,13 +24,27 @@ class OutputRequest:
 
 
 def _write(path: Path, data: str | bytes) -> None:
+    write_atomic(path, data)
+
+
+def check_requested(inputs: tuple[Path, ...], req: OutputRequest) -> None:
+    """Before any work: no output may be an input, a directory or unwritable (exit 2). When
+    one is refused, the others still get the error verdict: none keeps an earlier one."""
     try:
-        if isinstance(data, bytes):
-            path.write_bytes(data)
-        else:
-            path.write_text(data, encoding="utf-8")
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+        check_outputs(inputs, {"--markdown": req.markdown, "--junit": req.junit,
+                               "--json": req.json})
+    except OutputError as e:
+        usable = {}
+        for name in ("markdown", "junit", "json"):
+            path = getattr(req, name)
+            try:
+                check_outputs(inputs, {f"--{name}": path})
+            except OutputError:
+                continue
+            usable[name] = path
+        with contextlib.suppress(OutputError):
+            write_error_outputs(str(e), OutputRequest(**usable))
+        raise
 
 
 def write_outputs(result: GateResult, req: OutputRequest) -> None:
@@ -49,9 +65,15 @@ def write_error_outputs(message: str, req: OutputRequest) -> None:
     from advisor.gate.markdown import render_error_markdown
     from advisor.gate.result_json import error_dict
 
-    if req.markdown:
-        _write(req.markdown, render_error_markdown(message))
-    if req.junit:
-        _write(req.junit, render_error_junit(message))
-    if req.json:
-        _write(req.json, json.dumps(error_dict(message), indent=2) + "\n")
+    # Every output is attempted, so none is left holding an earlier verdict; the first
+    # failure is raised after.
+    failed: list[OutputError] = []
+    for path, render in ((req.markdown, render_error_markdown), (req.junit, render_error_junit),
+                         (req.json, lambda m: json.dumps(error_dict(m), indent=2) + "\n")):
+        if path:
+            try:
+                _write(path, render(message))
+            except OutputError as e:
+                failed.append(e)
+    if failed:
+        raise failed[0]

@@ -5,8 +5,10 @@ from __future__ import annotations
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
 from advisor.gate.inputs import GateInput
+from advisor.safe_text import no_workflow_commands, plain
 
 NOISE = "host timing noise"
+_LINE_LIMIT = 4000
 HEADLINE = {
     "pass": "PASS: the candidate may merge",
     "fail": "FAIL: the candidate regressed",
@@ -80,4 +82,5 @@ def render_text(result: GateResult) -> str:
     if notes:
         out.append("Notes:")
         out.extend(f"  - {n}" for n in notes)
-    return "\n".join(out) + "\n"
+    # Names in these lines come from the traces: each line is made safe as a whole.
+    return no_workflow_commands("\n".join(plain(x, _LINE_LIMIT) for x in out) + "\n")

@@ -7,11 +7,24 @@ without meaning, and a pass would let anything through. The checks:
 * both were captured the same way: an nsys capture and a torch.profiler capture time the same
   step differently (profiler overhead, what counts as the step);
 * the same GPU model, where both traces name one;
-* the same workload, judged on the kernel mix: the Jaccard similarity of the kernels per step,
-  the larger of the weighted one (counts) and the plain one (which kernels at all; a loop turned
-  into one vectorised call changes counts thirtyfold, not the set). Changing a GEMM's precision
-  or fusing attention changes kernel names without changing the workload, so GEMM, convolution
-  and attention kernels count by category, not name.
+* the same workload, judged on every kind of evidence both runs carry, each of which must agree:
+
+  - the kernel mix: the Jaccard similarity of the kernels per step, the larger of the weighted
+    one (counts) and the plain one (which kernels at all; a loop turned into one vectorised call
+    changes counts thirtyfold, not the set). Changing a GEMM's precision or fusing attention
+    changes kernel names without changing the workload, so GEMM, convolution and attention
+    kernels count by category, not name;
+  - the kernels' shapes: the kernels both runs launch, launched with the same grid and block
+    (the size of the tensors they run on). Another model in the same harness runs the same
+    elementwise and normalisation kernels on other sizes; a fix elsewhere leaves them alone;
+  - when there is no kernel evidence (runs without GPU work, or results that lack the kernel
+    list), the host operators with their input shapes (torch.profiler's aten ops): the model's
+    identity on the host. Not otherwise: a fix legitimately rewrites the host side (a loss loop
+    vectorised, a step captured in a CUDA graph replays with no operators at all), measured
+    1-5% alike on those scenario pairs while their kernels' shapes agree 92-99%.
+
+  When neither run carries any of these (no kernels and no operators), the gate cannot tell
+  and fails closed.
 """
 
 from __future__ import annotations
@@ -27,6 +40,14 @@ MIN_SIMILARITY = 0.3
 scenario's fixed and bad variants 0.35 (a per-sample loss loop against its vectorised, graphed
 form) to 1.0, most above 0.6; different models 0.01-0.22 (nsys-ai, HTA, Kineto samples and our
 scenarios against each other)."""
+
+MIN_SHAPE_AGREEMENT = 0.5
+"""Of the launches of kernels both runs run (weighted by the smaller count), the share launched
+with the same geometry must be at least this: most of the unchanged code runs on the same sizes.
+A majority rule, not a fitted value; measured values are in docs/gate.md."""
+
+MIN_OP_SIMILARITY = 0.3
+"""Host operators with their input shapes, `similarity` as for kernels, and the same floor."""
 
 _BY_CATEGORY = frozenset({"gemm", "convolution", "attention"})
 GRAPH_CATEGORY = "cuda-graph"
@@ -98,6 +119,51 @@ def kernel_similarity(base: GateInput, cand: GateInput) -> tuple[float | None, s
     return similarity(a, b), "kernel mix"
 
 
+def shape_agreement(base: GateInput, cand: GateInput) -> float | None:
+    """Of the kernels both runs launch, the share of launches with the same grid and block
+    (per kernel: the overlap of its two geometry distributions; weighted by the smaller launch
+    count). None when no shared kernel has recorded geometry. GEMM/attention/convolution
+    kernels are left out: a fix that changes their precision or tiling changes their grid."""
+    a = {k.name: k for k in base.kernels if k.shapes and k.category not in _BY_CATEGORY}
+    b = {k.name: k for k in cand.kernels if k.shapes and k.category not in _BY_CATEGORY}
+    num = den = 0.0
+    for name in a.keys() & b.keys():
+        sa, sb = a[name].shapes, b[name].shapes
+        ta, tb = sum(sa.values()), sum(sb.values())
+        if not ta or not tb:
+            continue
+        overlap = sum(min(sa[g] / ta, sb.get(g, 0.0) / tb) for g in sa)
+        weight = min(ta, tb)
+        num += weight * overlap
+        den += weight
+    return num / den if den else None
+
+
+def _evidence(base: GateInput, cand: GateInput) -> tuple[list[tuple[str, float, float]], list[str]]:
+    """(what, similarity, floor) for each kind of evidence both runs carry; and notes."""
+    checks: list[tuple[str, float, float]] = []
+    notes: list[str] = []
+    both_kernels = bool(base.kernels) and bool(cand.kernels)
+    if base.kernels or cand.kernels:
+        similarity, how = kernel_similarity(base, cand)
+        if similarity is None:
+            notes.append(how)
+        else:
+            checks.append((how, similarity, MIN_SIMILARITY))
+    if both_kernels:
+        shapes = shape_agreement(base, cand)
+        if shapes is not None:
+            checks.append(("launch shapes of the kernels both run", shapes, MIN_SHAPE_AGREEMENT))
+    if not checks and base.ops and cand.ops:
+        ops = similarity_of_ops(base, cand)
+        checks.append(("host operators with their input shapes", ops, MIN_OP_SIMILARITY))
+    return checks, notes
+
+
+def similarity_of_ops(base: GateInput, cand: GateInput) -> float:
+    return similarity(Counter(base.ops), Counter(cand.ops))
+
+
 def check_comparable(base: GateInput, cand: GateInput) -> list[str]:
     """Raise `AnalysisError` when the runs cannot be compared; else notes on what was checked."""
     for x, role in ((base, "baseline"), (cand, "candidate")):
@@ -112,11 +178,19 @@ def check_comparable(base: GateInput, cand: GateInput) -> list[str]:
     if base.gpus and cand.gpus and set(base.gpus) != set(cand.gpus):
         raise AnalysisError(f"different GPUs: baseline ran on {', '.join(sorted(set(base.gpus)))}, "
                             f"candidate on {', '.join(sorted(set(cand.gpus)))}")
-    similarity, how = kernel_similarity(base, cand)
-    if similarity is None:
-        return [how]
-    if similarity < MIN_SIMILARITY:
+    checks, notes = _evidence(base, cand)
+    for how, value, floor in checks:
+        if value < floor:
+            raise AnalysisError(
+                f"different workloads: {how}: {value:.0%} alike (at least {floor:.0%} "
+                "expected for two runs of the same training step)")
+    if not checks and not notes:
         raise AnalysisError(
-            f"different workloads: the {how} is {similarity:.0%} similar (at least "
-            f"{MIN_SIMILARITY:.0%} expected for two runs of the same training step)")
-    return [f"same workload: {how} {similarity:.0%} similar"]
+            "cannot tell whether these runs are the same workload: neither has GPU kernels or "
+            "host operators to compare (capture GPU work, or record operators with "
+            "torch.profiler); failing closed")
+    if not checks and not (base.kernels_complete and cand.kernels_complete):
+        raise AnalysisError(
+            "cannot tell whether these runs are the same workload: " + notes[0] + "; re-run "
+            "`advisor analyze --json` with this advisor")
+    return notes + [f"same workload: {how} {value:.0%} alike" for how, value, _ in checks]

@@ -14,13 +14,13 @@ import itertools
 import statistics
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from advisor.graph import api_names
 from advisor.graph.kernels import classify
-from advisor.graph.model import ApiCall, GpuOp, GpuOpKind, OpGraph, Step
+from advisor.graph.model import ApiCall, CpuRange, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
 
 if TYPE_CHECKING:
     from advisor.analysis import Analysis
@@ -41,12 +41,29 @@ COUNT_NAMES = (
 INTERVAL_QUANTILES = ("p25", "p50", "p75")
 
 
+MAX_OP_KEYS = 2000  # operator signatures kept per run (the most frequent): plenty to identify it
+
+
 @dataclass(frozen=True)
 class KernelUse:
     name: str  # the full demangled name: template arguments tell GELU from ReLU
     category: str
     count_per_step: float
     ns_per_step: float
+    # Launch geometry ("grid/block", e.g. "128x1x1/256x1x1") -> launches per step: sizes of the
+    # tensors the kernel ran on, which a changed model changes and a fix elsewhere does not.
+    shapes: Mapping[str, float] = field(default_factory=dict)
+
+
+def geometry(op: GpuOp) -> str | None:
+    if op.grid is None or op.block is None:
+        return None
+    return "x".join(map(str, op.grid)) + "/" + "x".join(map(str, op.block))
+
+
+def op_signature(name: str, shapes: tuple | None) -> str:
+    """A host operator with its input shapes (``aten::addmm [[64, 512], [512, 2048]]``)."""
+    return name if not shapes else f"{name} {list(shapes)}"
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,9 @@ class StepMetrics:
     # a slower host stretches all of them, slower code only some.
     launch_interval_ns: Mapping[str, float] = field(default_factory=dict)
     kernels: tuple[KernelUse, ...] = ()  # every kernel name and graph replay, by time
+    # Host operators (torch.profiler's aten ops) with their input shapes -> count per step: the
+    # workload's identity on the host side, and the only one of a run without GPU work.
+    ops: Mapping[str, float] = field(default_factory=dict)
 
 
 class _CallIndex:
@@ -117,8 +137,16 @@ def step_metrics(analysis: Analysis) -> StepMetrics:
     per_step: dict[str, list[float]] = {k: [] for k in COUNT_NAMES}
     kernel_totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # count, ns, cat
     categories: dict[str, str] = {}
+    shapes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    ops_total: dict[str, int] = defaultdict(int)
     intervals: list[int] = []
+    op_threads: dict[int, set[int]] = defaultdict(set)
+    for r in graph.ranges:
+        if r.source is RangeSource.OPERATOR:
+            op_threads[r.pid].add(r.tid)
     for step in steps:
+        for r in _operators(graph, step, op_threads.get(step.pid, ())):
+            ops_total[op_signature(r.name, r.shapes)] += 1
         calls = index.during(step)
         launches = [c for c in calls if api_names.is_launch(c.name)]
         intervals.extend(_intervals(launches))
@@ -143,17 +171,30 @@ def step_metrics(analysis: Analysis) -> StepMetrics:
                 t = kernel_totals[o.name]
                 t[0] += 1
                 t[1] += o.duration_ns
+                shape = geometry(o)
+                if shape is not None:
+                    shapes[o.name][shape] += 1
                 if o.name not in categories:
                     categories[o.name] = classify(o).value
     n = len(steps)
     kernels = tuple(
-        KernelUse(name, categories[name], count / n, ns / n)
+        KernelUse(name, categories[name], count / n, ns / n,
+                  {g: c / n for g, c in sorted(shapes[name].items())} if name in shapes else {})
         for name, (count, ns, _) in sorted(kernel_totals.items(), key=lambda kv: -kv[1][1])
     )
+    frequent = sorted(ops_total.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_OP_KEYS]
     return StepMetrics(
         steady_times_ns=tuple(b.time_ns for b in rows),
         gpu_busy_ns=tuple(b.busy_ns for b in rows),
         counts={k: float(statistics.median(v)) for k, v in per_step.items()},
         launch_interval_ns=_quantiles(intervals),
         kernels=kernels,
+        ops={k: c / n for k, c in sorted(frequent)},
     )
+
+
+def _operators(graph: OpGraph, step: Step, tids: Iterable[int]) -> list[CpuRange]:
+    """Host operator ranges of the step's process (its threads with operators) in the step."""
+    return [r for tid in sorted(tids)
+            for r in graph.ranges_in(step.pid, tid, step.cpu_start_ns, step.cpu_end_ns)
+            if r.source is RangeSource.OPERATOR]

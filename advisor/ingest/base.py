@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from advisor.errors import InputError, UnsupportedTraceError
+from advisor.errors import UnsupportedTraceError
 from advisor.graph.model import OpGraph
+from advisor.ingest.input_file import GIB, UnpackLimits, read_head
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,12 @@ class LoadOptions:
     max_gpu_ops: int = 400_000  # cap on detailed GPU ops when the trace has no step marks
     step_pattern: str | None = None  # `--steps`: a regular expression naming the step ranges
     pid: int | None = None  # `--pid`: the process analysed (default: the one with most steps)
+    max_unpacked_bytes: int = 32 * GIB  # a .gz input may not unpack to more (`input_file`)
+    max_unpack_ratio: float = 200.0  # ... nor to more than this times its size (past a floor)
+
+    @property
+    def unpack_limits(self) -> UnpackLimits:
+        return UnpackLimits(self.max_unpacked_bytes, self.max_unpack_ratio)
 
 
 class TraceSource(ABC):
@@ -55,15 +62,7 @@ def _ensure_sources_imported() -> None:
 
 def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, not a trace file")
-    try:
-        with p.open("rb") as f:
-            head = f.read(64)
-    except OSError as e:
-        raise InputError(f"{p}: cannot read ({e.strerror})") from e
+    head = read_head(p, 64)  # refuses missing, non-regular and unreachable files
     if not head:
         raise UnsupportedTraceError(f"{p}: empty file, not a trace")
     _ensure_sources_imported()

@@ -31,6 +31,7 @@ from advisor.graph.build import build_graph
 from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait, TraceInfo
 from advisor.graph.steps import compile_step_pattern, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
+from advisor.ingest.input_file import UnpackLimits
 from advisor.ingest.kineto_events import Collected, EventMapper
 from advisor.ingest.kineto_stream import (
     GZIP_MAGIC,
@@ -56,7 +57,7 @@ class ChromeTraceSource(TraceSource):
 
     def load(self, path: Path, options: LoadOptions) -> OpGraph:
         doc = TraceDocument()
-        collected = _read_events(path, doc)
+        collected = _read_events(path, doc, options.unpack_limits)
         _check_is_trace(path, doc, collected)
         _resolve_gpu_pids(collected)
         _remap_cpu_events_on_gpu_rows(collected)
@@ -77,7 +78,7 @@ class ChromeTraceSource(TraceSource):
                            collected.syncs, step_pattern=options.step_pattern, pid=options.pid)
 
 
-def _read_events(path: Path, doc: TraceDocument) -> Collected:
+def _read_events(path: Path, doc: TraceDocument, limits: UnpackLimits) -> Collected:
     """Stream every event through the mapper. The cyclic garbage collector is paused: the
     parse makes millions of acyclic objects, each batch of which would trigger a needless
     collection (about a tenth of the load time)."""
@@ -85,7 +86,7 @@ def _read_events(path: Path, doc: TraceDocument) -> Collected:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        for index, event in enumerate(iter_events(path, doc)):
+        for index, event in enumerate(iter_events(path, doc, limits=limits)):
             mapper.add(index, event)
     finally:
         if was_enabled:

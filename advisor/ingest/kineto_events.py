@@ -37,7 +37,9 @@ _PROFILER_ANNOTATION = re.compile(
     r"^(?:ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.\w+#|## .* ##$)"
 )
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
-_TRAILING_INT = re.compile(r"(-?\d+)\s*$")
+_TRAILING_INT = re.compile(r"(-?\d{1,18})\s*$")  # bounded: a 5,000-digit "pid" is a label
+MAX_NAME_CHARS = 1 << 16  # longer names are cut: no kernel or operator name comes near
+_MAX_SHAPE_DEPTH = 8
 
 SYNC_KINDS = {
     "stream sync": SyncKind.STREAM,
@@ -60,17 +62,41 @@ def as_int_id(value: Any) -> int:
     return -(zlib.crc32(text.encode()) + 1)  # a stable id for a purely textual label
 
 
-def _as_tuple(value: Any) -> Any:
-    """JSON lists (shapes nest: a TensorList input is a list of shapes) -> hashable tuples."""
+def _as_tuple(value: Any, depth: int = 0) -> Any:
+    """JSON lists (shapes nest: a TensorList input is a list of shapes) -> hashable tuples;
+    dicts (not a shape) and nesting deeper than any shape read as None."""
     if isinstance(value, list):
-        return tuple(_as_tuple(v) for v in value)
-    return value
+        if depth >= _MAX_SHAPE_DEPTH:
+            return None
+        return tuple(_as_tuple(v, depth + 1) for v in value)
+    return None if isinstance(value, dict) else value
+
+
+def validated(event: dict[str, Any]) -> dict[str, Any]:
+    """The boundary check of one event's shared fields: ``args`` an object, ``name`` text of
+    bounded length. Every handler reads through it, so none needs its own ``isinstance``.
+    Returns the event itself when it is well-formed (the common case, no copy)."""
+    args, name = event.get("args"), event.get("name", "")
+    if (args is None or type(args) is dict) and type(name) is str and len(name) <= MAX_NAME_CHARS:
+        return event
+    fixed = dict(event)
+    if args is not None and type(args) is not dict:
+        fixed["args"] = {}
+    if type(name) is not str:
+        name = "" if isinstance(name, (dict, list)) or name is None else str(name)
+    fixed["name"] = name[:MAX_NAME_CHARS]
+    return fixed
 
 
 def _dim3(value: Any) -> tuple[int, int, int] | None:
-    if isinstance(value, list) and len(value) == 3 and all(type(v) is int for v in value):
+    if isinstance(value, list) and len(value) == 3 and all(
+            type(v) is int and 0 <= v < 1 << 31 for v in value):
         return (value[0], value[1], value[2])
     return None
+
+
+def _byte_count(value: Any) -> int:
+    return value if type(value) is int and 0 <= value < 1 << 63 else 0
 
 
 def _host_memory(name: str) -> str:
@@ -129,6 +155,7 @@ class EventMapper:
         if not isinstance(event, dict):
             self.out.counts["not_events"] += 1
             return
+        event = validated(event)
         phase = event.get("ph")
         if phase == "M":
             self._metadata(event)
@@ -257,13 +284,13 @@ class EventMapper:
         match = _COPY_KIND.search(op.name) or _COPY_KIND.search(str(args.get("kind", "")))
         op.copy_kind = match.group(1) if match else ""
         op.host_memory = _host_memory(op.name)
-        op.bytes = args["bytes"] if type(args.get("bytes")) is int else 0
+        op.bytes = _byte_count(args.get("bytes"))
         self.out.counts["memcpys"] += 1
 
     def _memset(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
         op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET)
         args = event.get("args") or {}
-        op.bytes = args["bytes"] if type(args.get("bytes")) is int else 0
+        op.bytes = _byte_count(args.get("bytes"))
         self.out.counts["memsets"] += 1
 
     def _sync(self, index: int, event: dict[str, Any], start: int, end: int) -> None:

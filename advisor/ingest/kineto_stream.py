@@ -9,6 +9,13 @@ fast as ``orjson`` on the whole file, which cannot decode a document piecewise.
 JSON floats are handed over as their source text (``parse_float=str``): Kineto writes epoch
 timestamps in microseconds with a fractional part (``1712195495519695.8``), which has more digits
 than a float holds, and only the text converts to exact nanoseconds (`us_to_ns`).
+
+Hostile input is bounded here, at the boundary: integers are kept as text past 40 digits (as
+floats are; `us_to_ns` and the mapper's type checks then treat them as invalid, instead of
+Python's int parser taking quadratic time or refusing past 4,300 digits), one JSON value may
+not exceed `MAX_VALUE_CHARS` (no Kineto event comes near; a 400 MB string would otherwise be
+held whole), nesting deeper than the C scanner's recursion is a one-line error, and gzip input
+is decompressed within the caps of `advisor.ingest.input_file`.
 """
 
 from __future__ import annotations
@@ -25,11 +32,22 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from advisor.errors import InputError, TraceFormatError, UnsupportedTraceError
+from advisor.ingest.input_file import CappedReader, UnpackLimits, check_regular
 
 GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 1 << 22  # 4 MiB of input per read: large enough that per-chunk work is noise
+MAX_VALUE_CHARS = 64 << 20  # one event (or top-level value) of the trace, as text
+MAX_INT_DIGITS = 40  # longer integer literals stay text: no timestamp or id has more
+MAX_NUMBER_CHARS = 64  # number text longer than this is not a time (`us_to_ns`)
+NS_LIMIT = 1 << 63  # times must fit a signed 64-bit nanosecond count, as in every profiler
 _WS = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder(parse_float=str)
+
+
+def _bounded_int(text: str) -> int | str:
+    return int(text) if len(text) <= MAX_INT_DIGITS else text
+
+
+_DECODER = json.JSONDecoder(parse_float=str, parse_int=_bounded_int)
 
 
 def looks_like_json(head: bytes) -> bool:
@@ -41,29 +59,39 @@ def looks_like_json(head: bytes) -> bool:
 def gzip_head(path: Path, n: int = 256) -> bytes:
     """The first decompressed bytes of a gzip file, or b"" when they cannot be read."""
     try:
-        with gzip.open(path, "rb") as f:
+        with CappedReader(path) as f:
             return f.read(n)
-    except (OSError, EOFError, zlib.error):
+    except (OSError, EOFError, zlib.error, InputError):
         return b""
 
 
 def us_to_ns(value: Any) -> int | None:
-    """Microseconds as the trace wrote them (int, or float text) -> integer nanoseconds."""
+    """Microseconds as the trace wrote them (int, or float text) -> integer nanoseconds.
+
+    None for anything that is not a time: not a number, NaN/infinite, or out of the signed
+    64-bit nanosecond range (``1e306``, ``1e999990``: checked before converting, so a huge
+    exponent costs nothing)."""
+    ns: int | None = None
     if type(value) is int:
-        return value * 1000
-    if type(value) is str:
+        ns = value * 1000
+    elif type(value) is str and len(value) <= MAX_NUMBER_CHARS:
         whole, dot, frac = value.partition(".")
         if whole.isdigit() and (not dot or frac.isdigit()):
             # Plain decimal: exact without Decimal; sub-nanosecond digits round half up.
             ns = int(whole) * 1000 + int((frac + "000")[:3])
-            return ns + (1 if frac[3:4] >= "5" else 0)
-        try:
-            return int((Decimal(value) * 1000).to_integral_value())
-        except (ArithmeticError, ValueError):  # "NaN", "Infinity" and the like
-            return None
-    if isinstance(value, float) and value == value and abs(value) != float("inf"):
-        return round(value * 1000)
-    return None
+            ns += 1 if frac[3:4] >= "5" else 0
+        else:
+            try:
+                d = Decimal(value)
+                if d.is_finite() and d.adjusted() < 20:
+                    ns = int((d * 1000).to_integral_value())
+            except (ArithmeticError, ValueError):  # "NaN", "Infinity" and the like
+                return None
+    elif isinstance(value, float) and value == value and abs(value) < NS_LIMIT / 1000:
+        ns = round(value * 1000)
+    if ns is None or not -NS_LIMIT < ns < NS_LIMIT:
+        return None
+    return ns
 
 
 @dataclass
@@ -78,11 +106,11 @@ class TraceDocument:
 class _TextReader:
     """Decoded text of the file in a sliding buffer, refilled on demand."""
 
-    def __init__(self, path: Path, raw: IO[bytes], chunk_bytes: int) -> None:
+    def __init__(self, path: Path, raw: IO[bytes] | CappedReader, chunk_bytes: int) -> None:
         self.path = path
         self._raw = raw
         self._chunk_bytes = chunk_bytes
-        self.is_gzip = isinstance(raw, gzip.GzipFile)
+        self.is_gzip = isinstance(raw, CappedReader)
         self._started = False  # text was decoded: bad bytes now mean a corrupt trace
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.buf = ""
@@ -143,9 +171,17 @@ class _TextReader:
             try:
                 value, end = _DECODER.raw_decode(self.buf, self.pos)
             except json.JSONDecodeError:
+                if len(self.buf) - self.pos > MAX_VALUE_CHARS:
+                    raise TraceFormatError(
+                        f"{self.path}: a value {where} is longer than "
+                        f"{MAX_VALUE_CHARS >> 20} MiB of text: not a torch.profiler event"
+                    ) from None
                 if self.fill():
                     continue
                 self.fail(where)
+            except RecursionError:
+                raise TraceFormatError(f"{self.path}: malformed JSON {where}: nested too "
+                                       "deeply") from None
             if end == len(self.buf) and self.fill():
                 continue  # a number may go on in the next chunk
             self.pos = end
@@ -153,7 +189,7 @@ class _TextReader:
 
     def fail(self, where: str) -> NoReturn:
         """Raise the error for bad JSON at ``pos``: truncated if the rest was cut, else malformed."""
-        while self.fill():
+        while len(self.buf) - self.pos <= MAX_VALUE_CHARS and self.fill():
             pass  # an error path: reading the rest is what tells a cut file from a corrupt one
         if self._cut_short():
             raise TraceFormatError(f"{self.path}: truncated JSON: the file ends {where}")
@@ -167,28 +203,31 @@ class _TextReader:
             _DECODER.raw_decode(self.buf, self.pos)
         except json.JSONDecodeError as e:
             return e.pos >= len(self.buf) - 1 or e.msg.startswith("Unterminated string")
+        except RecursionError:
+            return False
         return False
 
 
-def open_binary(path: Path) -> IO[bytes]:
-    """The file's bytes, decompressed when it is gzip; opened read-only."""
+def open_binary(path: Path, limits: UnpackLimits | None = None) -> IO[bytes] | CappedReader:
+    """The file's bytes, decompressed (within the caps) when it is gzip; opened read-only."""
+    check_regular(path)
     try:
         with path.open("rb") as f:
             magic = f.read(2)
-        return gzip.open(path, "rb") if magic == GZIP_MAGIC else path.open("rb")
+        return CappedReader(path, limits) if magic == GZIP_MAGIC else path.open("rb")
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from e
 
 
-def iter_events(path: Path, doc: TraceDocument,
-                chunk_bytes: int = CHUNK_BYTES) -> Iterator[Any]:
+def iter_events(path: Path, doc: TraceDocument, chunk_bytes: int = CHUNK_BYTES,
+                limits: UnpackLimits | None = None) -> Iterator[Any]:
     """Yield every element of ``traceEvents`` (or of a top-level array) in file order.
 
     Top-level keys other than ``traceEvents`` land in ``doc.metadata`` as they are passed;
     ones written after the events (``displayTimeUnit``, ``traceName``) are there only once
     the generator is exhausted.
     """
-    with open_binary(path) as raw:
+    with open_binary(path, limits) as raw:
         reader = _TextReader(path, raw, chunk_bytes)
         first = reader.peek()
         if first == "[":

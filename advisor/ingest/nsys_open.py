@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import shutil
 import sqlite3
 import tempfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-from advisor.errors import TraceFormatError
+from advisor.errors import InputError, TraceFormatError
+from advisor.ingest.input_file import UnpackLimits, copy_unpacked, read_head
 from advisor.ingest.nsys_schema import SQLITE_MAGIC
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -39,20 +39,20 @@ def gzipped_sqlite(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def materialized(path: Path) -> Iterator[Path]:
-    """The path SQLite can open: the file itself, or a temporary un-gzipped copy."""
-    with path.open("rb") as f:
-        head = f.read(2)
-    if not is_gzip(head):
+def materialized(path: Path, limits: UnpackLimits | None = None) -> Iterator[Path]:
+    """The path SQLite can open: the file itself, or a temporary un-gzipped copy (within the
+    caps of `advisor.ingest.input_file`)."""
+    if not is_gzip(read_head(path, 2)):
         yield path
         return
-    with tempfile.TemporaryDirectory(prefix="advisor-nsys-") as tmp:
-        plain = Path(tmp) / path.name.removesuffix(".gz")
-        try:
-            with gzip.open(path, "rb") as src, plain.open("wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-            raise TraceFormatError(f"{path}: truncated or corrupt gzip file") from e
+    try:
+        tmp_dir = tempfile.TemporaryDirectory(prefix="advisor-nsys-")
+    except OSError as e:
+        raise InputError(f"{path}: cannot create a temporary directory to unpack it "
+                         f"({e.strerror or e})") from e
+    with tmp_dir as tmp:
+        plain = Path(tmp) / "export.sqlite"  # not the input's name: that may be at NAME_MAX
+        copy_unpacked(path, plain, limits)
         yield plain
 
 

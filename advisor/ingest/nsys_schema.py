@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +115,51 @@ SYSTEM_ENV = TableSpec("TARGET_INFO_SYSTEM_ENV", ("name", "value"))
 
 GPU_OP_SPECS = (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)
 """Tables of device work, each read with the same window predicate."""
+
+# ----- row validation ---------------------------------------------------------------------------
+# The one type check of every row the loader reads (`checked_rows`): SQLite columns are typed
+# loosely, so a hand-edited or corrupted export can hold text, reals or NULL anywhere.
+
+TEXT_COLUMNS = frozenset({"text", "value", "name", "nameId", "textId", "demangledName",
+                          "shortName"})
+"""Columns that hold text, or a StringIds id that `StringCache` resolves whatever its type;
+every other column the specs read holds integers (ids, times, enums, counts)."""
+
+_TIMES = frozenset({"start", "end"})
+NOT_NULL = {
+    "CUPTI_ACTIVITY_KIND_RUNTIME": _TIMES | {"globalTid", "correlationId"},
+    "CUPTI_ACTIVITY_KIND_KERNEL": _TIMES | {"globalPid"},
+    "CUPTI_ACTIVITY_KIND_MEMCPY": _TIMES | {"globalPid"},
+    "CUPTI_ACTIVITY_KIND_MEMSET": _TIMES | {"globalPid"},
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": _TIMES | {"globalPid"},
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": _TIMES | {"globalPid"},
+    "NVTX_EVENTS": frozenset({"start"}),  # markers and domain rows have no end or thread
+}
+"""Columns the loader does arithmetic or joins on: NULL there is a malformed row."""
+
+_INT64 = 1 << 63
+
+
+def checked_rows(rows: Iterable[tuple], spec: TableSpec, table: str, path: Path,
+                 selected: tuple[str, ...]) -> Iterator[tuple]:
+    """``rows`` (rowid first, then ``spec.columns``), each checked; a row with a wrong type
+    raises `TraceFormatError` naming the table, column and row.
+
+    ``selected`` are the columns present in the table (absent optional ones read NULL)."""
+    not_null = NOT_NULL.get(spec.base, frozenset())
+    ints = [(i + 1, c, c in not_null) for i, c in enumerate(spec.columns)
+            if c not in TEXT_COLUMNS and c in selected]
+    for row in rows:
+        for i, column, required in ints:
+            v = row[i]
+            if v.__class__ is int:
+                continue
+            if v is None and not required:
+                continue
+            what = "NULL" if v is None else f"{type(v).__name__} {str(v)[:40]!r}"
+            raise TraceFormatError(f"{path}: malformed Nsight Systems export: {table}.{column} "
+                                   f"of row {row[0]} is {what}, expected an integer")
+        yield row
 
 # ----- enums ------------------------------------------------------------------------------------
 # Defaults are the values of exports without ENUM_* tables (schema 2.x), identical to the
@@ -252,10 +297,13 @@ class NsysSchema:
     # ----- enums ------------------------------------------------------------------------------
 
     def enum(self, name: str, default: dict[int, str]) -> dict[int, str]:
-        """id -> enum name from ``ENUM_<...>`` when the export has it, else the 2.x values."""
-        if name not in self._columns or "name" not in self._columns[name]:
+        """id -> enum name from ``ENUM_<...>`` when the export has it, else the 2.x values.
+        Rows whose id is not an integer are no enum value and are left out."""
+        if name not in self._columns or "name" not in self._columns[name] \
+                or "id" not in self._columns[name]:
             return dict(default)
-        return {int(i): str(n) for i, n in self._rows(f"SELECT id, name FROM {_quote(name)}")}
+        return {i: str(n) for i, n in self._rows(f"SELECT id, name FROM {_quote(name)}")
+                if type(i) is int}
 
     def event_type_ids(self, *names: str) -> tuple[int, ...]:
         """``NVTX_EVENTS.eventType`` ids for the given ``ENUM_NSYS_EVENT_TYPE`` names."""

@@ -75,7 +75,7 @@ class NsysSqliteSource(TraceSource):
         return is_gzip(head) and gzipped_sqlite(path)
 
     def load(self, path: Path, options: LoadOptions) -> OpGraph:
-        with materialized(path) as plain:
+        with materialized(path, options.unpack_limits) as plain:
             conn = connect_read_only(plain, shown=path)
             try:
                 return _Loader(conn, path, options).load()
@@ -100,6 +100,7 @@ class _Loader:
 
     def __init__(self, conn: sqlite3.Connection, path: Path, options: LoadOptions) -> None:
         self.conn = conn
+        self.path = path
         self.options = options
         self.schema = S.NsysSchema(conn, path)
         self.strings = S.StringCache(conn)
@@ -142,7 +143,9 @@ class _Loader:
         sql = f"SELECT rowid, {cols} FROM {table} {where}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return self.conn.execute(sql, tuple(params))
+        name = self.schema.table(spec.base) or table
+        return S.checked_rows(self.conn.execute(sql, tuple(params)), spec, name, self.path,
+                              self.schema.columns(name))
 
     def _count(self, spec: S.TableSpec, where: str = "", params: Iterable[object] = ()) -> int:
         selected = self.schema.select(spec)

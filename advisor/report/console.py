@@ -17,6 +17,7 @@ from rich.text import Text
 from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
+from advisor.safe_text import markup, plain
 
 
 def _ms(ns: float) -> str:
@@ -33,12 +34,13 @@ def _bytes(n: int) -> str:
 def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> None:
     g, s, r = analysis.graph, analysis.summary, analysis.results
     info = g.info
+    # Every name below comes from the trace: `markup`/`plain` keep it data (advisor.safe_text).
     gpus = ", ".join(sorted({x.name for x in info.gpus})) or "GPU unknown"
-    console.print(Text(f"{info.path}", style="bold"), Text(f"({info.format} {info.schema_version})",
-                                                           style="dim"))
-    console.print(f"GPU: {gpus}")
+    console.print(Text(plain(info.path), style="bold"),
+                  Text(plain(f"({info.format} {info.schema_version})"), style="dim"))
+    console.print(f"GPU: {markup(gpus)}")
     for note in info.notes:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {markup(note)}")
     if not g.has_gpu_work:
         console.print("[yellow]This trace has no GPU work (no kernels, copies or memsets): "
                       "nothing ran on a GPU in the captured window.[/]")
@@ -71,7 +73,7 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
             t.add_column("phase")
             t.add_column("time", justify="right")
             for name, ns in phases.items():
-                t.add_row(name, _ms(ns))
+                t.add_row(markup(name), _ms(ns))
             console.print(t)
         causes = s.idle_cause_medians_ns()
         if causes:
@@ -80,7 +82,7 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
             t.add_column("host was in")
             t.add_column("idle", justify="right")
             for name, ns in list(causes.items())[:8]:
-                t.add_row(name, _ms(ns))
+                t.add_row(markup(name), _ms(ns))
             console.print(t)
     if r.findings:
         console.print("Findings, by estimated speedup of the whole step", style="italic")
@@ -94,18 +96,18 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     for reason, rules in r.skipped_by_reason():
-        console.print(Text(f"Skipped {', '.join(rules)}: {reason}", style="dim"))
+        console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
     e = f.estimate
     speed = (("no estimate", "yellow"), " ") if e.withheld else (
         (f"{e.speedup:.2f}x", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ")
-    head = Text.assemble((f"{number}. ", "bold"), (f.rule, "bold cyan"), f" {f.code}  ", *speed,
+    head = Text.assemble((f"{number}. ", "bold"), (plain(f.rule), "bold cyan"), f" {f.code}  ", *speed,
                          (f.confidence.value, "dim"))
     console.print(head)
-    console.print(Padding(Text(f.message), (0, 0, 0, 3), expand=False))
-    console.print(Padding(Text.assemble(("fix: ", "bold"), f.fix.title), (0, 0, 0, 3), expand=False))
+    console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
+    console.print(Padding(Text.assemble(("fix: ", "bold"), plain(f.fix.title)), (0, 0, 0, 3), expand=False))
     if show_fixes and f.fix.snippet:
         lexer = "python" if f.fix.kind == "code" else "text"
         console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
@@ -132,6 +134,6 @@ def _whole_trace(t: TraceSummary, console: Console) -> None:
         table.add_column("share", justify="right")
         gpu = t.gpu_ns or 1
         for k in t.top_kernels:
-            table.add_row(short_name(k.name), k.category, str(k.count), _ms(k.total_ns),
+            table.add_row(plain(short_name(k.name)), k.category, str(k.count), _ms(k.total_ns),
                           f"{k.total_ns / gpu:.1%}")
         console.print(table)

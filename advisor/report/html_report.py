@@ -20,7 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from advisor.analysis import Analysis
-from advisor.errors import OutputError
+from advisor.output_paths import write_atomic
 from advisor.report import html_view as view
 from advisor.report import palette
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
@@ -110,7 +110,4 @@ def render_html(analysis: Analysis) -> str:
 def write_html(analysis: Analysis, path: str | Path) -> None:
     """Write the report; a failed write is an `OutputError`, never a silent pass."""
     text = render_html(analysis)
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
+    write_atomic(path, text)

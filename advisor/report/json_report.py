@@ -16,8 +16,8 @@ from advisor import DISTRIBUTION
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
 from advisor.engine.step_basis import StepBasis
-from advisor.errors import OutputError
 from advisor.graph.step_metrics import step_metrics
+from advisor.output_paths import write_atomic
 
 SCHEMA_VERSION = "1.1"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -169,6 +169,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "gpu_busy_times_ms": [_ms(t) for t in gm.gpu_busy_ns],
             "counts_per_step": {k: round(v, 3) for k, v in gm.counts.items()},
             "launch_interval_ms": {k: round(v / 1e6, 6) for k, v in gm.launch_interval_ns.items()},
+            "ops_per_step": {k: round(v, 3) for k, v in gm.ops.items()},
         },
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
@@ -179,7 +180,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             ],
             "all": [
                 {"name": k.name, "category": k.category, "count_per_step": round(k.count_per_step, 3),
-                 "ms_per_step": round(k.ns_per_step / 1e6, 6)}
+                 "ms_per_step": round(k.ns_per_step / 1e6, 6),
+                 "shapes": {g: round(c, 3) for g, c in k.shapes.items()}}
                 for k in gm.kernels
             ],
         },
@@ -208,7 +210,4 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
 def write_json(analysis: Analysis, path: str | Path) -> None:
     data = to_dict(analysis)
     text = json.dumps(data, indent=2, sort_keys=False)
-    try:
-        Path(path).write_text(text + "\n", encoding="utf-8")
-    except OSError as e:
-        raise OutputError(f"cannot write {path}: {e.strerror}") from e
+    write_atomic(path, text + "\n")

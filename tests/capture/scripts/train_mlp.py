@@ -1,9 +1,11 @@
 """A tiny real training loop: MLP, DataLoader, loss module, backward, SGD.
 
-Usage: python train_mlp.py [--epochs N] [--raise-at STEP] [--exit-code N]
+Usage: python train_mlp.py [--epochs N] [--raise-at STEP] [--sigterm-at STEP] [--exit-code N]
 """
 
 import argparse
+import os
+import signal
 import sys
 
 import torch
@@ -15,6 +17,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=24)
     ap.add_argument("--raise-at", type=int, default=-1)
+    ap.add_argument("--sigterm-at", type=int, default=-1,
+                    help="send this process SIGTERM at that iteration, as a scheduler would")
     ap.add_argument("--exit-code", type=int, default=None)
     a = ap.parse_args()
     torch.manual_seed(0)
@@ -27,6 +31,8 @@ def main() -> int:
     for i, (xb, yb) in enumerate(loader):
         if i == a.raise_at:
             raise RuntimeError(f"planted failure at iteration {i}")
+        if i == a.sigterm_at:
+            os.kill(os.getpid(), signal.SIGTERM)
         opt.zero_grad()
         out = model(xb)
         loss = criterion(out, yb)
