@@ -224,3 +224,24 @@ def test_overlapping_effects_are_counted_once():
     assert [e for e in merged if isinstance(e, RemoveWaits)] == [RemoveWaits((7, 8))]
     assert [e for e in merged if isinstance(e, SetOpDurations)] == [SetOpDurations(((3, 50),))]
     assert len([e for e in merged if isinstance(e, CaptureGraph)]) == 1
+
+
+# ----- a name without a datatype: the launching operator's recorded dtypes decide ------------
+
+@pytest.mark.parametrize(("scenario", "prefix", "want"), [
+    ("unfused-gemm-gelu/good", "nvjet_sm90_tst_", "fp16/bf16"),
+    ("fp32-matmul/bad", "sm80_xmma_gemm_f32f32", "fp32"),
+])
+def test_an_inductor_template_gemm_takes_its_dtype_from_the_launching_op(tmp_path, scenario,
+                                                                         prefix, want):
+    from advisor.graph.kernels import gemm_precision, launching_op, op_precision
+
+    name = "triton_tem_fused_addmm_0"  # Inductor's template GEMM: no dtype in the name
+    renamed = rename_kernels(SCENARIOS / scenario / "trace.json.gz", tmp_path, prefix, name)
+    graph = load_trace(renamed)
+    gemms = [o for o in graph.kernels() if o.name == name]
+    assert gemms and gemm_precision(name) == "unknown"
+    assert all(classify(o) is KernelCategory.GEMM for o in gemms)
+    assert all(launching_op(graph, o).dtypes for o in gemms)  # record_shapes=True
+    assert {op_precision(graph, o) for o in gemms} == {want}
+    assert ("fp32-matmul" in rules_raised(renamed)) == (want == "fp32")
