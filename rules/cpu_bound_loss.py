@@ -22,9 +22,36 @@ from advisor.graph.queries import (
 )
 from advisor.graph.syncs import host_waits
 
-MIN_LOSS_SHARE = 0.10
-"""The loss must hold at least this share of the step on the GPU timeline before its cost is
-worth a finding of its own (below it, `host-sync` and `uncaptured-cuda-graph` cover the rest)."""
+MIN_LOSS_IDLE_SHARE = 0.10
+"""The GPU must sit idle inside the loss for at least this share of the step before the loss's
+host work is worth a finding of its own (below it, `host-sync` and `uncaptured-cuda-graph` cover
+the rest)."""
+
+HOST_BOUND_IDLE = 0.5
+"""Without a host sync inside the loss, its idle must be at least this share of the loss's GPU
+time: only then did the GPU wait for the host's per-sample work rather than run the loss."""
+
+
+def _idle_in(graph: OpGraph, pid: int, windows: list[tuple[int, int]]) -> int:
+    """GPU time inside the windows (GPU clock) with no op of the process running."""
+    idle = 0
+    for ga, gb in windows:
+        if gb <= ga:
+            continue
+        spans = sorted((max(ga, o.start_ns), min(gb, o.end_ns))
+                       for o in graph.ops_overlapping(pid, ga, gb))
+        busy, cur_a, cur_b = 0, None, None
+        for a, b in spans:
+            if cur_b is None or a > cur_b:
+                if cur_b is not None:
+                    busy += cur_b - cur_a
+                cur_a, cur_b = a, b
+            else:
+                cur_b = max(cur_b, b)
+        if cur_b is not None:
+            busy += cur_b - cur_a
+        idle += (gb - ga) - busy
+    return idle
 
 
 def _loss_backward_kernels(graph: OpGraph, steps: list) -> list[GpuOp]:
@@ -45,10 +72,11 @@ class CpuBoundLoss(Rule):
 
     What it detects
     ---------------
-    A loss (the ``loss`` phase, or the loss operators when phases are not marked) that holds a
-    large share of the step on the GPU timeline while the GPU mostly idles: host syncs inside it
-    (``.item()``, ``.cpu()``, ``.tolist()``, data-dependent branches) and a per-sample Python loop
-    that repeats the same small kernels.
+    A loss (the ``loss`` phase, or the loss operators when phases are not marked) inside which
+    the GPU sits idle for at least 10% of the step because the host holds it back: host syncs
+    inside it that waited (``.item()``, ``.cpu()``, ``.tolist()``, data-dependent branches), or,
+    without syncs, GPU idle of at least half the loss's GPU time (a per-sample Python loop that
+    launches small kernels one at a time). A long loss the GPU runs back to back is not flagged.
 
     Why it is slow
     --------------
@@ -109,14 +137,21 @@ class CpuBoundLoss(Rule):
         if not spans:
             return
         projector = graph.projector
-        loss_gpu = sum(projector.gpu_time(steps[0].pid, b) - projector.gpu_time(steps[0].pid, a)
-                       for a, b in spans)
+        pid = steps[0].pid
+        windows = [(projector.gpu_time(pid, a), projector.gpu_time(pid, b)) for a, b in spans]
+        loss_gpu = sum(b - a for a, b in windows)
         step_total = sum(s.time_ns for s in steps)
         share = loss_gpu / step_total if step_total else 0.0
         calls = process_calls(graph, steps, lambda c: inside(c.start_ns, spans))
         waits = host_waits(graph, [c for c in calls if api_names.may_block(c.name)])
         kernels = [o for o in launched_ops(graph, calls) if o.kind is GpuOpKind.KERNEL]
-        if share < MIN_LOSS_SHARE or not (waits or len(kernels) > 2 * len(steps)):
+        # The mechanism: the GPU idles inside the loss because the host is busy there (syncs,
+        # per-sample Python). A loss the GPU runs back to back (an HF ``compute_loss`` range that
+        # holds the whole forward pass, say) is not host-bound however long it is.
+        idle = _idle_in(graph, pid, windows)
+        idle_share = idle / step_total if step_total else 0.0
+        host_bound = bool(waits) or (loss_gpu > 0 and idle >= HOST_BOUND_IDLE * loss_gpu)
+        if idle_share < MIN_LOSS_IDLE_SHARE or not host_bound:
             return
         kernel_busy = sum(o.duration_ns for o in kernels)
         # The per-sample loop: per step, every launch of a kernel name after its first, in the
@@ -144,7 +179,8 @@ class CpuBoundLoss(Rule):
         yield ctx.finding(
             type(self),
             message=(f"the loss holds {share:.0%} of the step ({per_step(loss_gpu, steps) / 1e6:.2f} ms) "
-                     f"while the GPU runs {per_step(kernel_busy, steps) / 1e6:.2f} ms of it: "
+                     f"and the GPU idles {per_step(idle, steps) / 1e6:.2f} ms of it "
+                     f"({idle_share:.0%} of the step) waiting for the host: "
                      f"{len(waits) / n:.0f} host syncs and {len(kernels) / n:.0f} kernels per step"),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
@@ -155,6 +191,8 @@ class CpuBoundLoss(Rule):
                 quantities={
                     "loss_gpu_ns_per_step": per_step(loss_gpu, steps),
                     "loss_share": share,
+                    "loss_gpu_idle_ns_per_step": per_step(idle, steps),
+                    "loss_gpu_idle_share": idle_share,
                     "loss_kernel_ns_per_step": per_step(kernel_busy, steps),
                     "loss_syncs_per_step": len(waits) / n,
                     "loss_kernels_per_step": len(kernels) / n,

@@ -9,7 +9,7 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import SetOpDurations
 from advisor.engine.hardware import FP32_TO_BF16_GEMM_SPEEDUP, FP32_TO_TF32_GEMM_SPEEDUP, MIN_KERNEL_NS
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
-from advisor.graph.kernels import KernelCategory, classify, gemm_precision, short_name
+from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
 
@@ -73,7 +73,7 @@ class Fp32Matmul(Rule):
         steps = ctx.steps
         gemms = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL
                  and classify(o) in (KernelCategory.GEMM, KernelCategory.CONV)
-                 and gemm_precision(o.name) == "fp32"]
+                 and op_precision(graph, o) == "fp32"]
         if not gemms:
             return
         total = sum(o.duration_ns for o in gemms)

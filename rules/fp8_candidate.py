@@ -9,7 +9,7 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import SetOpDurations
 from advisor.engine.hardware import BF16_TO_FP8_GEMM_FACTOR
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
-from advisor.graph.kernels import KernelCategory, classify, gemm_precision, short_name
+from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
 
@@ -95,7 +95,7 @@ class Fp8Candidate(Rule):
             return
         steps = ctx.steps
         gemms = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL
-                 and classify(o) is KernelCategory.GEMM and gemm_precision(o.name) == "fp16/bf16"
+                 and classify(o) is KernelCategory.GEMM and op_precision(graph, o) == "fp16/bf16"
                  and o.duration_ns >= FP8_MIN_GEMM_NS]
         if not gemms:
             return

@@ -8,15 +8,53 @@ from collections.abc import Iterable
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, RemoveWaits
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
-from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS
+from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS, LONG_HOST_WORK_NS
 from advisor.graph import api_names
-from advisor.graph.model import GpuOpKind, OpGraph
+from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import graphable_regions, per_step, process_calls, steps_ops, uses_cuda_graphs
 from advisor.graph.syncs import host_waits
+
+MIN_STEADY_STEPS = 3
+"""A replay of one or two steps cannot tell the steady step from one-off costs (first-call
+allocation, autotuning, lazy module loading); capture is judged on at least this many."""
+
+MIN_LAUNCH_IDLE_SHARE = 0.10
+"""The GPU must idle in launch gaps for at least this share of the step: below it, launches
+are not what holds the step back."""
 
 SHORT_KERNEL_NS = 20_000
 """Kernels shorter than this take about as long as the host needs to launch one (5-20 µs per
 launch through PyTorch's eager dispatch): a step made of them cannot keep the GPU busy."""
+
+
+def launch_gap_idle(graph: OpGraph, ops: list[GpuOp]) -> int:
+    """GPU idle made of launch gaps: time the device had nothing to run because the next op's
+    launch had not been issued yet, in gaps shorter than `LONG_HOST_WORK_NS` (a longer one is
+    host computation, data loading or a wait, which a graph does not remove)."""
+    idle, busy_until = 0, None
+    for o in sorted(ops, key=lambda o: o.start_ns):
+        if busy_until is not None and o.start_ns > busy_until:
+            call = graph.launcher(o)
+            gap = o.start_ns - busy_until
+            if call is not None and call.start_ns >= busy_until and gap < LONG_HOST_WORK_NS:
+                idle += gap
+        busy_until = o.end_ns if busy_until is None else max(busy_until, o.end_ns)
+    return idle
+
+
+def graphs_available(graph: OpGraph) -> bool:
+    """CUDA graphs need an NVIDIA GPU of compute capability 3.5 or later (every GPU PyTorch
+    supports); AMD GPUs have HIP graphs. A trace that names no GPU is given the benefit."""
+    for gpu in graph.info.gpus:
+        cc = gpu.compute_capability
+        if cc and "AMD" not in gpu.name.upper() and "RADEON" not in gpu.name.upper():
+            try:
+                major, minor = (int(x) for x in cc.split(".")[:2])
+            except ValueError:
+                continue
+            if (major, minor) < (3, 5):
+                return False
+    return True
 
 
 class UncapturedCudaGraph(Rule):
@@ -24,9 +62,12 @@ class UncapturedCudaGraph(Rule):
 
     What it detects
     ---------------
-    Steady-state steps made of many short kernels where the GPU sits idle between them while the
-    host launches the next one, and no CUDA graph is replayed (no ``cudaGraphLaunch``, no graph
-    kernels).
+    Steady-state steps (at least 3) made of many short kernels where the GPU sits idle between
+    them while the host launches the next one (launch gaps: the next launch issued after the GPU
+    ran dry, in gaps under 1 ms, at least 10% of the step), on a GPU with CUDA graphs (NVIDIA
+    compute capability 3.5+, or HIP graphs on AMD), and no CUDA graph is replayed (no
+    ``cudaGraphLaunch``, no graph kernels). Idle spent in host computation, data loading or
+    syncs is not a launch gap.
 
     Why it is slow
     --------------
@@ -74,11 +115,12 @@ class UncapturedCudaGraph(Rule):
 
     Speedup model
     -------------
-    Replay of the analysed steps with each step (after its data phase) captured as one graph:
-    the host pays one ``cudaGraphLaunch`` (10 µs, measured) instead of its per-kernel launch
-    work; kernels on a stream follow their predecessor after the graph node gap (1 µs, measured
-    on H100); host waits inside the step are removed, as capture requires. Bounds: node gap and
-    launch cost doubled (low) or halved (high).
+    Replay of the analysed steps with each step (without its data phases, wherever they nest)
+    captured as one graph: the host pays one ``cudaGraphLaunch`` (10 µs, measured) instead of its
+    per-kernel launch and dispatch work; host-to-device input copies, CPU operators (50 µs or
+    more without a launch) and host stretches over 1 ms stay; kernels on a stream follow their
+    predecessor after the graph node gap (1 µs, measured on H100); host waits inside the step
+    are removed, as capture requires. Bounds: node gap and launch cost doubled (low) or halved (high).
 
     Known false positives
     ---------------------
@@ -99,9 +141,11 @@ class UncapturedCudaGraph(Rule):
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
-        if uses_cuda_graphs(graph, steps):
+        if len(steps) < MIN_STEADY_STEPS or not graphs_available(graph) \
+                or uses_cuda_graphs(graph, steps):
             return
-        kernels = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL]
+        ops = [o for o in steps_ops(graph, steps) if o.pid == steps[0].pid]
+        kernels = [o for o in ops if o.kind is GpuOpKind.KERNEL]
         if not kernels:
             return
         median_kernel = statistics.median(o.duration_ns for o in kernels)
@@ -112,6 +156,10 @@ class UncapturedCudaGraph(Rule):
         busy = sum(o.duration_ns for o in kernels)
         step_total = sum(s.time_ns for s in steps)
         idle_share = max(0.0, 1 - busy / step_total) if step_total else 0.0
+        gap_idle = launch_gap_idle(graph, ops)
+        gap_share = gap_idle / step_total if step_total else 0.0
+        if gap_share < MIN_LAUNCH_IDLE_SHARE:
+            return  # the GPU's idle time is not waiting for launches
         regions = graphable_regions(steps)
         waits = host_waits(graph, process_calls(graph, steps, lambda c: api_names.may_block(c.name)))
         unwait = [RemoveWaits(tuple(w.call.id for w in waits))] if waits else []
@@ -119,8 +167,8 @@ class UncapturedCudaGraph(Rule):
         yield ctx.finding(
             type(self),
             message=(f"launch-bound: {len(kernels) / len(steps):.0f} kernels per step, median "
-                     f"{median_kernel / 1e3:.1f} µs, GPU idle {idle_share:.0%} of the step, "
-                     f"no CUDA graph"),
+                     f"{median_kernel / 1e3:.1f} µs, GPU idle {idle_share:.0%} of the step "
+                     f"({gap_share:.0%} in launch gaps), no CUDA graph"),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 api_calls=tuple(sorted({c.name for c in launches})),
@@ -130,6 +178,8 @@ class UncapturedCudaGraph(Rule):
                     "median_kernel_ns": float(median_kernel),
                     "gpu_busy_ns_per_step": per_step(busy, steps),
                     "gpu_idle_share": idle_share,
+                    "launch_gap_idle_ns_per_step": per_step(gap_idle, steps),
+                    "launch_gap_idle_share": gap_share,
                 },
             ),
             fix=Fix(

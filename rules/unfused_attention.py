@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 from collections.abc import Iterable
 
@@ -10,7 +11,14 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, SetOpDurations
 from advisor.engine.hardware import FLASH_TO_UNFUSED_GEMM_FACTOR
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
-from advisor.graph.kernels import KernelCategory, classify, short_name
+from advisor.graph.kernels import (
+    KernelCategory,
+    base_name,
+    classify,
+    input_shapes,
+    launching_op,
+    short_name,
+)
 from advisor.graph.model import GpuOp, OpGraph
 from advisor.graph.queries import per_step, steps_ops, stream_sequences
 
@@ -28,8 +36,78 @@ _BETWEEN_OK = {KernelCategory.SOFTMAX, KernelCategory.ELEMENTWISE, KernelCategor
                KernelCategory.MEMSET}
 
 
-def _attention_blocks(seq: list[GpuOp]) -> list[tuple[GpuOp, list[GpuOp], GpuOp]]:
-    """(GEMM, the non-GEMM kernels containing a softmax or its backward, GEMM) on one stream."""
+_LOSS_KERNEL = re.compile(r"nll_loss|ClassNLLCriterion|cross_entropy|crossentropy|log_?softmax"
+                          r"|LogSoftMax", re.I)
+"""A loss between the two GEMMs (log-softmax, NLL): a language model's head and its backward, not
+attention."""
+_LOSS_OP = re.compile(r"log_softmax|nll_loss|cross_entropy", re.I)
+_SOFTMAX_WARP = re.compile(r"softmax_warp_(?:forward|backward)<([^>]*)>")
+
+
+def _is_log_softmax(name: str) -> bool:
+    """ATen's warp softmax takes ``is_log_softmax`` as its fifth template argument
+    (``softmax_warp_forward<float, float, float, 10, true, false>`` is a log-softmax)."""
+    if _LOSS_KERNEL.search(base_name(name)) or "LogSoftMax" in name:
+        return True
+    m = _SOFTMAX_WARP.search(name)
+    if m:
+        args = [a.strip() for a in m.group(1).split(",")]
+        return len(args) > 4 and args[4] in ("true", "(bool)1", "1")
+    return False
+
+
+def _last2(shape: object) -> tuple[int, int] | None:
+    if isinstance(shape, tuple) and len(shape) >= 2 and all(isinstance(d, int) for d in shape[-2:]):
+        return shape[-2], shape[-1]
+    return None
+
+
+def _matrix_inputs(graph: OpGraph, op: GpuOp) -> list[tuple] | None:
+    """The matrix operands (rank >= 2) of the operator that launched ``op``, where recorded."""
+    r = launching_op(graph, op)
+    shapes = input_shapes(r) if r is not None else None
+    if not shapes:
+        return None
+    return [s for s in shapes if isinstance(s, tuple) and len(s) >= 2
+            and all(isinstance(d, int) for d in s)]
+
+
+def _is_attention(graph: OpGraph, first: GpuOp, middle: list[GpuOp], second: GpuOp) -> bool:
+    """The mechanism's evidence: scores = Q K^T (a batched GEMM whose output is the score matrix),
+    a softmax (not a log-softmax, no loss) over exactly that matrix, then a GEMM that consumes a
+    matrix of that shape (P V forward; dS K / dS^T Q backward).
+
+    Where the trace recorded operator shapes (Kineto ``record_shapes``, nsys ``--pytorch``
+    ranges) all three must agree; without shapes, the names must show a plain softmax and no
+    loss kernel or loss operator."""
+    if any(_LOSS_KERNEL.search(o.name) or _is_log_softmax(o.name) for o in middle):
+        return False
+    softmaxes = [o for o in middle if classify(o) is KernelCategory.SOFTMAX]
+    for o in softmaxes:
+        r = launching_op(graph, o)
+        if r is not None and _LOSS_OP.search(r.name):
+            return False
+    shapes = [input_shapes(r) for o in softmaxes if (r := launching_op(graph, o)) is not None]
+    scores = [s[0] for s in shapes if s and isinstance(s[0], tuple)]
+    if not scores:
+        return True  # no shapes recorded: the names are all the evidence there is
+    score = scores[0]
+    if len(score) < 3 or _last2(score) is None:
+        return False  # a 2-D softmax is over classes or tokens, not a (batch, heads) S x S
+    s_q, s_k = _last2(score)
+    a_in, b_in = _matrix_inputs(graph, first), _matrix_inputs(graph, second)
+    if a_in is not None:
+        if len(a_in) < 2 or max(len(x) for x in a_in) < 3:
+            return False  # QK^T is batched over (batch, heads)
+        a, b = a_in[-2], a_in[-1]
+        if (a[-2], b[-1]) != (s_q, s_k) and (a[-2], b[-1]) != (s_k, s_q):
+            return False
+    return not (b_in is not None and not any(_last2(x) in ((s_q, s_k), (s_k, s_q)) for x in b_in))
+
+
+def _attention_blocks(graph: OpGraph, seq: list[GpuOp]) -> list[tuple[GpuOp, list[GpuOp], GpuOp]]:
+    """(GEMM, the non-GEMM kernels containing a softmax or its backward, GEMM) on one stream,
+    kept where `_is_attention` finds the QK^T -> softmax -> PV chain."""
     out = []
     gemm_at = [i for i, o in enumerate(seq) if classify(o) is KernelCategory.GEMM]
     for a, b in itertools.pairwise(gemm_at):
@@ -37,7 +115,8 @@ def _attention_blocks(seq: list[GpuOp]) -> list[tuple[GpuOp, list[GpuOp], GpuOp]
         if not middle or len(middle) > MAX_BETWEEN:
             continue
         cats = [classify(o) for o in middle]
-        if KernelCategory.SOFTMAX in cats and all(c in _BETWEEN_OK for c in cats):
+        if KernelCategory.SOFTMAX in cats and all(c in _BETWEEN_OK for c in cats) \
+                and _is_attention(graph, seq[a], middle, seq[b]):
             out.append((seq[a], middle, seq[b]))
     return out
 
@@ -49,7 +128,11 @@ class UnfusedAttention(Rule):
     ---------------
     A softmax (forward or backward) sandwiched between two GEMMs with only elementwise work
     (scaling, masking, dropout, casts) between them, on the same stream: the signature of
-    ``softmax(q @ k.T / sqrt(d) + mask) @ v`` written out, and of its backward.
+    ``softmax(q @ k.T / sqrt(d) + mask) @ v`` written out, and of its backward. The chain must
+    be attention's: a plain softmax (not a log-softmax), no loss kernel (NLL, cross-entropy) in
+    between, and, where the trace recorded operator shapes, a batched first GEMM whose output is
+    the softmax's (..., S_q, S_k) input and a second GEMM that consumes a matrix of that shape.
+    A language model's head (GEMM -> log_softmax -> NLL -> GEMM) has none of these.
 
     Why it is slow
     --------------
@@ -87,8 +170,9 @@ class UnfusedAttention(Rule):
 
     Known false positives
     ---------------------
-    A classifier head (GEMM, softmax, GEMM of the next layer) matches the pattern; its softmax is
-    over classes, small, and usually falls under the reporting threshold.
+    Without recorded shapes (nsys without ``--pytorch``), a plain softmax over classes between two
+    GEMMs (a classifier head followed by another GEMM) still matches; its softmax is small and
+    usually falls under the reporting threshold. Shapes (``record_shapes=True``) remove it.
 
     References
     ----------
@@ -102,7 +186,8 @@ class UnfusedAttention(Rule):
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
-        blocks = [b for seq in stream_sequences(steps_ops(graph, steps)) for b in _attention_blocks(seq)]
+        blocks = [b for seq in stream_sequences(steps_ops(graph, steps))
+                  for b in _attention_blocks(graph, seq)]
         if not blocks:
             return
         middles = [m for _, m, _ in blocks]

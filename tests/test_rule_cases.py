@@ -33,6 +33,49 @@ OUT_OF_TOLERANCE = {
 }
 
 
+# The disjoint check set (fixtures/scenarios-check: the same scenarios at other shapes, nothing
+# fitted on them). Its misses are the model's honest error, kept visible as strict xfails.
+CHECK = validate_rules.SETS["check"]
+CHECK_CASES = [(r.name, fmt) for r in sorted(CHECK.iterdir()) if r.is_dir() for fmt in FORMATS]
+CHECK_OUT_OF_TOLERANCE = {
+    ("unfused-attention", "nsys"): "0.73x of measured at S=1024, 12 heads: the fused-attention "
+    "factor (0.3 of the score/context GEMMs, fitted at S=2048) and the unmodelled layout copies "
+    "both understate the gain at this shape",
+    ("unfused-attention", "kineto"): "same, 0.69x",
+    ("uncaptured-cuda-graph", "kineto"): "1.51x of measured: torch.profiler's per-op host cost on "
+    "this narrower, shallower MLP is above the 2.5 us fitted on the fit set, so the eager host "
+    "time the graph removes looks larger than it is (nsys: 1.01x)",
+}
+
+
+@pytest.fixture(scope="session")
+def check_rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
+    tmp = tmp_path_factory.mktemp("check")
+    out = {}
+    for rule, fmt in CHECK_CASES:
+        row = validate_rules.validate(CHECK / rule, fmt, Path(tmp))
+        assert row is not None, f"check set {rule}/{fmt}: capture missing"
+        out[(rule, fmt)] = row
+    return out
+
+
+@pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
+def test_check_set_bad_raises_its_rule_first_and_good_stays_clean(check_rows, rule, fmt):
+    row = check_rows[(rule, fmt)]
+    assert row.top_rule == rule, row.bad_findings
+    assert not row.good_raises
+
+
+@pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
+def test_check_set_estimate_is_within_tolerance(check_rows, rule, fmt, request):
+    if (rule, fmt) in CHECK_OUT_OF_TOLERANCE:
+        request.applymarker(pytest.mark.xfail(reason=CHECK_OUT_OF_TOLERANCE[(rule, fmt)], strict=True))
+    row = check_rows[(rule, fmt)]
+    ratio = row.estimated / row.measured
+    assert 1 / validate_rules.TOLERANCE <= ratio <= validate_rules.TOLERANCE, (
+        f"{rule}/{fmt}: estimated {row.estimated:.3f}x vs measured {row.measured:.3f}x")
+
+
 @pytest.fixture(scope="session")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
     tmp = tmp_path_factory.mktemp("scenarios")

@@ -170,6 +170,8 @@ class RuleContext:
             estimate=estimate,
             confidence=confidence,
             effects=tuple(effects),
+            low_effects=tuple(low_effects if low_effects is not None else effects),
+            high_effects=tuple(high_effects if high_effects is not None else effects),
         )
 
 

@@ -109,3 +109,49 @@ class CaptureGraph(Effect):
 ORDER: list[type[Effect]] = [
     DropOps, SetOpDurations, RemoveWaits, SetCallDurations, ScaleHostWork, OverlapOps, CaptureGraph,
 ]
+
+
+def merge(effects: list[Effect]) -> list[Effect]:
+    """Several findings' effects as one set, each change counted once.
+
+    Two rules often describe the same change (cpu-bound-loss and uncaptured-cuda-graph both
+    capture the step; host-sync and cpu-bound-loss both remove a loss's syncs), and some
+    effects compound when applied twice (a kernel kept at 25% twice would keep 6%). Merged:
+    per op the most removed fraction and the shortest duration, per call the shortest
+    duration, the union of unblocked calls, one graph per region; other effects once each."""
+    drop: dict[int, float] = {}
+    op_ns: dict[int, int] = {}
+    call_ns: dict[int, int] = {}
+    unwait: dict[int, None] = {}
+    graphs: dict[tuple, CaptureGraph] = {}
+    rest: list[Effect] = []
+    for e in effects:
+        if isinstance(e, DropOps):
+            for i in e.op_ids:
+                drop[i] = min(drop.get(i, 1.0), e.keep_fraction)
+        elif isinstance(e, SetOpDurations):
+            for i, ns in e.durations:
+                op_ns[i] = min(op_ns.get(i, ns), ns)
+        elif isinstance(e, SetCallDurations):
+            for i, ns in e.durations:
+                call_ns[i] = min(call_ns.get(i, ns), ns)
+        elif isinstance(e, RemoveWaits):
+            unwait.update(dict.fromkeys(e.call_ids))
+        elif isinstance(e, CaptureGraph):
+            graphs.setdefault(tuple(sorted(e.intervals)), e)
+        elif e not in rest:
+            rest.append(e)
+    out: list[Effect] = []
+    by_keep: dict[float, list[int]] = {}
+    for i, keep in drop.items():
+        by_keep.setdefault(keep, []).append(i)
+    out += [DropOps(tuple(ids), keep) for keep, ids in sorted(by_keep.items())]
+    if op_ns:
+        out.append(SetOpDurations(tuple(op_ns.items())))
+    if unwait:
+        out.append(RemoveWaits(tuple(unwait)))
+    if call_ns:
+        out.append(SetCallDurations(tuple(call_ns.items())))
+    out += rest
+    out += list(graphs.values())
+    return sorted(out, key=lambda e: e.order)

@@ -138,6 +138,8 @@ class Finding:
     estimate: Estimate
     confidence: Confidence
     effects: tuple = ()  # the what-if effects, kept so all fixes can be applied together
+    low_effects: tuple = ()  # the pessimistic and optimistic variants, for the combined range
+    high_effects: tuple = ()
 
 
 @dataclass(frozen=True)

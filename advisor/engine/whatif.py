@@ -49,6 +49,12 @@ OP_DISPATCH_NS = 8_000
 dispatcher, TensorIterator setup), used when a trace shows no launches to read it from: 5-20 µs
 on an H100 host. A fused-away kernel saves its launch and this dispatch."""
 
+HOST_COMPUTE_OP_NS = 50_000
+"""A framework operator that runs this long on the host without launching any GPU work is
+computing on the CPU (CPU tensors, host-side preprocessing), not dispatching: eager dispatch of
+an operator that launches nothing (a view, a reshape, an empty) costs single-digit µs. A CUDA
+graph does not replay such an operator's work, so its time stays in a graph-captured step."""
+
 LONG_HOST_WORK_NS = 1_000_000
 """Host work between two CUDA calls longer than this is not launch overhead but computation the
 step needs (data preparation, CPU-side logic): a CUDA graph replay does not remove it."""
@@ -149,6 +155,8 @@ class Simulation:
         self._link_ops(w0)
         self._link_waits(calls)
         self.dispatch_ns = self._measure_dispatch()
+        self._host_compute_cache: list[tuple[int, int]] | None = None
+        _ = self._host_compute_spans  # computed once here, shared by every clone
 
     # ----- construction --------------------------------------------------------------------
 
@@ -263,6 +271,41 @@ class Simulation:
                 k = bisect_left(op_starts, b) - bisect_left(op_starts, a)
                 n.gap = max(0, n.gap - k * KINETO_OP_OVERHEAD_NS)
 
+    def _host_compute_in(self, a: int, b: int) -> int:
+        """Host time in [a, b) spent inside CPU-computing operators (`HOST_COMPUTE_OP_NS`)."""
+        spans = self._host_compute_spans
+        i = max(0, bisect_left(spans, (a, a)) - 1)
+        total = 0
+        while i < len(spans) and spans[i][0] < b:
+            total += max(0, min(b, spans[i][1]) - max(a, spans[i][0]))
+            i += 1
+        return total
+
+    @property
+    def _host_compute_spans(self) -> list[tuple[int, int]]:
+        if self._host_compute_cache is not None:
+            return self._host_compute_cache
+        from advisor.graph.api_names import is_launch
+        from advisor.graph.model import RangeSource
+
+        w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
+        found = []
+        for r in self.graph.ranges:
+            if r.pid != self.pid or r.source is not RangeSource.OPERATOR or r.start_ns < w0 \
+                    or r.start_ns >= w1 or r.duration_ns < HOST_COMPUTE_OP_NS:
+                continue
+            calls = self.graph.api_calls_in(r.pid, r.tid, r.start_ns, r.end_ns)
+            if not any(is_launch(c.name) or "emcpy" in c.name or "emset" in c.name for c in calls):
+                found.append((r.start_ns, r.end_ns))
+        merged: list[tuple[int, int]] = []
+        for a, b in sorted(found):
+            if merged and a <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+            else:
+                merged.append((a, b))
+        self._host_compute_cache = merged
+        return merged
+
     # ----- what-if edits (used by effects) ---------------------------------------------------
 
     def drop_ops(self, op_ids: Iterable[int], keep_fraction: float = 0.0) -> None:
@@ -354,16 +397,25 @@ class Simulation:
                     n.wait_op = None
                 n.dur = min(n.dur, SYNC_RETURN_NS)
 
+    def _is_input_copy(self, n: _Node) -> bool:
+        """A host-to-device copy: the batch entering the step. A captured step copies its
+        input into static buffers before the replay, so the copy and its host work stay."""
+        from advisor.graph.model import GpuOpKind
+
+        return any(self.ops[j].op.kind is GpuOpKind.MEMCPY and self.ops[j].op.copy_kind == "HtoD"
+                   for j in n.ops)
+
     def capture_graph(self, intervals: Iterable[tuple[int, int]],
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
-        graph launch, kernels follow each other at the graph's node gap, host waits inside go."""
+        graph launch, kernels follow each other at the graph's node gap, host waits inside go.
+        Host-to-device copies of the input and CPU computation stay as they were."""
         starts = [n.obs_start for n in self.nodes]  # nodes are in observed start order
         for a, b in sorted(intervals):
             head = None
             for i in range(bisect_left(starts, a), bisect_left(starts, b)):
                 n = self.nodes[i]
-                if n.call is None:
+                if n.call is None or self._is_input_copy(n):
                     continue
                 n.graphed = True
                 n.wait_op = None
@@ -373,10 +425,12 @@ class Simulation:
                     n.dur = launch_ns
                 else:
                     n.dur = 0
-                    # Per-launch host work (dispatch, Python between ops) is not replayed; a long
-                    # stretch of host work is something the step computes, and stays.
+                    # A graph replay removes the framework's per-op dispatch and the Python
+                    # between ops, not host computation: a long stretch of host work stays
+                    # whole, and so does the time of CPU operators inside a short one (an
+                    # ``aten::randn`` on a CPU tensor, a ``.numpy()`` round trip).
                     if n.gap < LONG_HOST_WORK_NS:
-                        n.gap = 0
+                        n.gap = min(n.gap, self._host_compute_in(n.gap_from, n.obs_start))
                     n.overlap_offset = 0
                 for j in n.ops:
                     o = self.ops[j]

@@ -92,15 +92,23 @@ def step_indices(steps: Sequence[Step], times: Iterable[int]) -> tuple[int, ...]
 
 
 def graphable_regions(steps: Sequence[Step]) -> list[tuple[int, int]]:
-    """Per step, the host interval a CUDA graph would replay: the step after its data phase
-    (loading the next batch stays outside the graph; it is copied into a static buffer)."""
+    """The host intervals a CUDA graph would replay: each step without its data phases.
+
+    Loading the next batch stays outside the graph (it is copied into a static buffer), wherever
+    the data phase sits in the step: the phases are the step's nested ranges, so every ``data``
+    interval that overlaps the step is cut out, whether it opens the step, comes after a
+    zero-grad or straddles the step's first instant by a clock tick."""
     out = []
     for s in steps:
-        start = s.cpu_start_ns
-        for a, b in s.phases.get("data", []):
-            if a <= start + 1 and b > start:  # a data phase that opens the step
-                start = b
-        out.append((start, s.cpu_end_ns))
+        cuts = sorted((max(a, s.cpu_start_ns), min(b, s.cpu_end_ns))
+                      for a, b in s.phases.get("data", []) if a < s.cpu_end_ns and b > s.cpu_start_ns)
+        cur = s.cpu_start_ns
+        for a, b in cuts:
+            if a > cur:
+                out.append((cur, a))
+            cur = max(cur, b)
+        if cur < s.cpu_end_ns:
+            out.append((cur, s.cpu_end_ns))
     return out
 
 

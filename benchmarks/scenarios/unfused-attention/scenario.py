@@ -10,6 +10,7 @@ MLP 4096, bf16 params, AdamW(foreach).
 
 import argparse
 import contextlib
+import os
 import time
 
 import torch
@@ -17,6 +18,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH, S, D, H, FF, DEPTH = 4, 2048, 1024, 16, 4096, 2
+if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
+    BATCH, S, D, H, FF, DEPTH = 8, 1024, 768, 12, 3072, 3
 DH = D // H
 POOL = 2
 

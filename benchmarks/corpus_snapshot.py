@@ -1,0 +1,65 @@
+"""Write a candidate corpus snapshot for review: every rule over every trace in ../shared/traces.
+
+The reviewed snapshot is tests/corpus/expected.json, and only a person changes it: this script
+writes a *candidate* beside it (expected.new.json by default, never expected.json itself) and
+prints what moved. Read the differences trace by trace, then replace the snapshot by hand
+(``mv tests/corpus/expected.new.json tests/corpus/expected.json``) in a commit that says why.
+The corpus test only reads; nothing regenerates and compares in one run.
+
+    python benchmarks/corpus_snapshot.py [--out tests/corpus/expected.new.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "traces"
+REVIEWED = ROOT / "tests" / "corpus" / "expected.json"
+
+
+def traces() -> list[str]:
+    return sorted(str(p.relative_to(SHARED)) for p in SHARED.rglob("*")
+                  if p.name.endswith((".sqlite", ".json.gz"))) if SHARED.exists() else []
+
+
+def summary(rel: str) -> dict:
+    from advisor.analysis import analyze
+    from advisor.report.json_report import to_dict
+
+    d = to_dict(analyze(SHARED / rel))
+    det = d["steps"]["detection"]
+    return {
+        "steps": d["steps"]["count"],
+        # Which steps, how they were found, and whether they carry estimates.
+        "detection": {"method": det["method"], "pid": det["pid"], "first": det["first"],
+                      "last": det["last"], "confidence": det["confidence"],
+                      "estimates": d["estimate_withheld"] is None},
+        "findings": {f["rule"]: round(f["estimated_speedup"], 3) for f in d["findings"]},
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=REVIEWED.with_name("expected.new.json"))
+    args = ap.parse_args()
+    if args.out.resolve() == REVIEWED.resolve():
+        print("error: the reviewed snapshot is replaced by hand after review, not written here",
+              file=sys.stderr)
+        return 2
+    data = {rel: summary(rel) for rel in traces()}
+    args.out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    old = json.loads(REVIEWED.read_text(encoding="utf-8")) if REVIEWED.exists() else {}
+    for rel in sorted(set(old) | set(data)):
+        a, b = old.get(rel), data.get(rel)
+        if a != b:
+            print(f"{rel}\n  reviewed:  {a}\n  candidate: {b}")
+    print(f"candidate written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
