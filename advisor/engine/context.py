@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +68,7 @@ class RuleContext:
     def simulation(self) -> Simulation:
         if self._template is None:
             raise ValueError("no steady-state steps to model")
-        return _clone(self._template)
+        return self._template.fork()
 
     @cached_property
     def baseline(self) -> Replay:
@@ -148,12 +147,3 @@ class RuleContext:
             effects=tuple(effects),
         )
 
-
-def _clone(sim: Simulation) -> Simulation:
-    """A copy whose nodes and ops can be edited without touching the template."""
-    new = copy.copy(sim)
-    new.nodes = [copy.copy(n) for n in sim.nodes]
-    for n in new.nodes:
-        n.ops = list(n.ops)
-    new.ops = [copy.copy(o) for o in sim.ops]
-    return new

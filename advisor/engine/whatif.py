@@ -21,10 +21,13 @@ Model constants are measured; each cites where.
 
 from __future__ import annotations
 
+import copy
 import statistics
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
 from advisor.graph.syncs import host_waits
@@ -108,6 +111,40 @@ class _Op:
     removed: bool = False  # fused away: its time goes, the waits before it stay
 
 
+class _Layer:
+    """A what-if's view of the template's nodes (or ops): the template's shared, read-only list
+    with this what-if's edited copies over it, one per changed entry.
+
+    ``layer[i]`` reads; ``layer.edit(i)`` gives the what-if's own copy to change (copied from the
+    template the first time). A what-if so costs what it changes, not the size of the window:
+    this replaces copying every node and op per what-if (issue #17).
+    """
+
+    __slots__ = ("base", "delta")
+
+    def __init__(self, base: list) -> None:
+        self.base = base
+        self.delta: dict[int, object] = {}
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        d = self.delta.get(i)
+        return self.base[i] if d is None else d
+
+    def __iter__(self):
+        if not self.delta:
+            return iter(self.base)
+        return (self[i] for i in range(len(self.base)))
+
+    def edit(self, i: int):
+        d = self.delta.get(i)
+        if d is None:
+            d = self.delta[i] = copy.copy(self.base[i])
+        return d
+
+
 @dataclass(frozen=True)
 class Replay:
     """Per-step GPU-side periods of a replay, in ns."""
@@ -149,6 +186,23 @@ class Simulation:
         self._link_ops(w0)
         self._link_waits(calls)
         self.dispatch_ns = self._measure_dispatch()
+        # what-ifs (`fork`) share these lists read-only and keep their edits in the layers
+        self.nodes = _Layer(nodes)  # type: ignore[assignment]
+        self.ops = _Layer(self.ops)  # type: ignore[assignment]
+        self._columns: _Columns | None = None
+
+    def fork(self) -> Simulation:
+        """A what-if on this simulation: it shares the nodes and ops and keeps its own edits
+        as a layer over them (`_Layer`), so forking costs nothing and this one stays as it is.
+        Edit this simulation itself (`remove_profiler_overhead`) before forking it, not after."""
+        for layer in (self.nodes, self.ops):
+            if layer.delta:  # this one was edited through its layer: make the edits its base
+                layer.base, layer.delta = list(layer), {}
+                self._columns = None
+        new = copy.copy(self)
+        new.nodes, new.ops = _Layer(self.nodes.base), _Layer(self.ops.base)
+        new._columns = self._base_columns()
+        return new
 
     # ----- construction --------------------------------------------------------------------
 
@@ -227,6 +281,7 @@ class Simulation:
         `_remove_profiler_overhead`); the host work per launch is measured again after it."""
         self._remove_profiler_overhead()
         self.dispatch_ns = self._measure_dispatch()
+        self._columns = None  # the nodes changed in place
 
     def _remove_profiler_overhead(self) -> None:
         """Take the tracing profiler's own host cost out of the timeline.
@@ -271,14 +326,15 @@ class Simulation:
             idx = self.op_index.get(op_id)
             if idx is None:
                 continue
-            o = self.ops[idx]
+            o = self.ops.edit(idx)
             o.dur = int(o.dur * keep_fraction)
             if keep_fraction == 0.0:
                 o.removed = True
                 call = self.graph.launcher(o.op)
                 if call is not None and call.id in self.node_of_call:
-                    node = self.nodes[self.node_of_call[call.id]]
-                    if all(self.ops[j].removed for j in node.ops):
+                    k = self.node_of_call[call.id]
+                    if all(self.ops[j].removed for j in self.nodes[k].ops):
+                        node = self.nodes.edit(k)
                         # the launch goes, and with it the framework's dispatch of the op
                         node.dur = 0
                         node.gap = max(0, node.gap - min(node.gap, self.dispatch_ns))
@@ -298,14 +354,14 @@ class Simulation:
             if idx is not None:
                 # two fixes of the same kernel (fused attention, FP8) do not compound: the
                 # faster one wins
-                self.ops[idx].dur = max(0, min(self.ops[idx].dur, int(ns)))
+                self.ops.edit(idx).dur = max(0, min(self.ops[idx].dur, int(ns)))
 
     def unwait(self, call_ids: Iterable[int]) -> None:
         """The calls no longer block the host (the sync is removed or made asynchronous)."""
         for cid in call_ids:
             i = self.node_of_call.get(cid)
             if i is not None:
-                n = self.nodes[i]
+                n = self.nodes.edit(i)
                 n.wait_op = None
                 n.dur = min(n.dur, SYNC_RETURN_NS)
 
@@ -313,8 +369,9 @@ class Simulation:
         for cid, ns in durations.items():
             i = self.node_of_call.get(cid)
             if i is not None:
-                self.nodes[i].dur = max(0, int(ns))
-                self.nodes[i].wait_op = None
+                n = self.nodes.edit(i)
+                n.dur = max(0, int(ns))
+                n.wait_op = None
 
     def scale_host_gaps(self, intervals: Iterable[tuple[int, int]], factor: float) -> None:
         """Host work inside the intervals (between calls) takes ``factor`` of its time.
@@ -324,17 +381,23 @@ class Simulation:
         ends at the first call after it).
         """
         spans = sorted(intervals)
-        for n in self.nodes:
+        if not spans:
+            return
+        cols = self.columns()
+        # The part of [lo, hi) inside the spans is covered(hi) - covered(lo), covered(t) being the
+        # spans' summed length before t: one vectorised pass instead of nodes x spans.
+        obs = np.asarray(cols.obs_start, dtype=np.int64)
+        ovf = np.asarray(cols.overlap_from, dtype=np.int64)
+        origin = min(int(obs[0]), spans[0][0])
+        lo = np.where(ovf >= 0, obs[np.maximum(ovf, 0)], np.asarray(cols.gap_from, dtype=np.int64))
+        cut = _covered(spans, obs - origin, origin) - _covered(spans, lo - origin, origin)
+        for i in np.flatnonzero(cut > 0).tolist():
+            c = int(cut[i])
+            n = self.nodes[i]
             if n.overlap_from is not None:
-                a0, b0 = self.nodes[n.overlap_from].obs_start, n.obs_start
-                cut = sum(max(0, min(b0, b) - max(a0, a)) for a, b in spans)
-                n.overlap_offset -= int(cut * (1 - factor))
-                continue
-            if n.gap <= 0:
-                continue
-            g0, g1 = n.gap_from, n.obs_start
-            cut = sum(max(0, min(g1, b) - max(g0, a)) for a, b in spans)
-            n.gap = max(0, n.gap - int(cut * (1 - factor)))
+                self.nodes.edit(i).overlap_offset -= int(c * (1 - factor))
+            elif n.gap > 0:
+                self.nodes.edit(i).gap = max(0, n.gap - int(c * (1 - factor)))
 
     def to_side_stream(self, op_ids: Iterable[int], durations: dict[int, int] | None = None) -> None:
         """Ops overlap the step on another stream (a prefetched copy) and stop blocking their
@@ -343,13 +406,13 @@ class Simulation:
             idx = self.op_index.get(op_id)
             if idx is None:
                 continue
-            o = self.ops[idx]
+            o = self.ops.edit(idx)
             o.side = True
             if durations and op_id in durations:
                 o.dur = int(durations[op_id])
             call = self.graph.launcher(o.op)
             if call is not None and call.id in self.node_of_call:
-                n = self.nodes[self.node_of_call[call.id]]
+                n = self.nodes.edit(self.node_of_call[call.id])
                 if n.wait_op == idx:
                     n.wait_op = None
                 n.dur = min(n.dur, SYNC_RETURN_NS)
@@ -358,13 +421,13 @@ class Simulation:
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
         graph launch, kernels follow each other at the graph's node gap, host waits inside go."""
-        starts = [n.obs_start for n in self.nodes]  # nodes are in observed start order
+        starts = self._base_columns().obs_start  # nodes are in observed start order
         for a, b in sorted(intervals):
             head = None
             for i in range(bisect_left(starts, a), bisect_left(starts, b)):
-                n = self.nodes[i]
-                if n.call is None:
+                if self.nodes[i].call is None:
                     continue
+                n = self.nodes.edit(i)
                 n.graphed = True
                 n.wait_op = None
                 if head is None:
@@ -379,7 +442,7 @@ class Simulation:
                         n.gap = 0
                     n.overlap_offset = 0
                 for j in n.ops:
-                    o = self.ops[j]
+                    o = self.ops.edit(j)
                     o.graphed = True
                     # a launch-bound kernel now follows its predecessor at the graph's node gap;
                     # a gap the GPU itself showed (a wait on another stream) stays
@@ -388,77 +451,204 @@ class Simulation:
                     o.launch_lat = self.launch_latency
             # Kernels of a graph become ready when the graph launch is issued.
             if head is not None:
-                for n in self.nodes[head:]:
+                for i in range(head, len(self.nodes)):
+                    n = self.nodes[i]
                     if n.obs_start >= b:
                         break
                     if n.graphed:
-                        n.overlap_from = None
+                        self.nodes.edit(i).overlap_from = None
 
     # ----- replay ------------------------------------------------------------------------------
 
+    def _base_columns(self) -> _Columns:
+        """The columns of the shared nodes and ops (without this what-if's edits)."""
+        if self._columns is None:
+            self._columns = _Columns.of(self.nodes.base, self.ops.base, self._stream_keys())
+        return self._columns
+
+    def _stream_keys(self) -> dict[tuple[int, int], int]:
+        keys: dict[tuple[int, int], int] = {}
+        for o in self.ops.base:
+            keys.setdefault(o.stream, len(keys))
+        for k in self._stream_free_at:
+            keys.setdefault(k, len(keys))
+        return keys
+
+    def columns(self) -> _Columns:
+        """The nodes and ops as they are in this what-if: the shared columns with this
+        what-if's edited entries written over a copy of the columns they touch."""
+        base = self._base_columns()
+        if not self.nodes.delta and not self.ops.delta:
+            return base
+        return base.patched(self.nodes.delta, self.ops.delta)
+
     def run(self) -> Replay:
-        nodes, ops = self.nodes, self.ops
-        start = [0] * len(nodes)
-        end = [0] * len(nodes)
-        op_end = [0] * len(ops)
-        stream_free = dict(self._stream_free_at)
-        carry: dict[tuple[int, int], int] = {}
+        c = self.columns()
+        n_nodes, n_steps = len(c.dur), len(self.steps)
+        frontier_of, ovf, ovo, gap, dur = c.frontier, c.overlap_from, c.overlap_offset, c.gap, c.dur
+        step_start, step_end, head, graphed = c.step, c.step_end, c.graph_head, c.graphed
+        node_ops, wait_op, wake = c.node_ops, c.wait_op, c.wake
+        o_stream, o_dur, o_lat, o_gap, o_gone, o_side = (c.op_stream, c.op_dur, c.op_lat, c.op_gap,
+                                                         c.op_gone, c.op_side)
+        start = [0] * n_nodes
+        end = [0] * n_nodes
+        op_end = [0] * len(o_dur)
+        stream_free: list[int | None] = [None] * len(c.stream_keys)
+        for key, t in self._stream_free_at.items():
+            stream_free[c.stream_keys[key]] = t
+        carry = [0] * len(stream_free)
         # max end of any op launched so far (the GPU-side projection), starting with the work
         # launched before the window that the GPU was still running
         latest_end_launched = max(self._stream_free_at.values(), default=0)
-        starts_at = [0] * len(self.steps)
-        ends_at = [0] * len(self.steps)
-        side_time = [0] * (len(self.steps) + 1)
+        starts_at = [0] * n_steps
+        ends_at = [0] * n_steps
+        side_time = [0] * (n_steps + 1)
         current_step = 0
-        frontier, frontier_obs_end = -1, -(2**62)
         graph_head_start = None
-        t0 = nodes[0].obs_start
-        for i, n in enumerate(nodes):
-            if frontier < 0:
-                s = t0
-            elif n.overlap_from is not None and n.overlap_from >= 0:
-                s = start[n.overlap_from] + n.overlap_offset
-            else:
-                s = end[frontier] + n.gap
-            if n.step is not None:
-                starts_at[n.step] = max(s, latest_end_launched)
-                current_step = n.step
-            if n.step_end is not None:
-                ends_at[n.step_end] = max(s, latest_end_launched)
-            if n.graph_head:
-                graph_head_start = s
-            e = s + n.dur
-            launch_base = graph_head_start if (n.graphed and graph_head_start is not None) else s
-            for j in n.ops:
-                o = ops[j]
-                if o.side or o.removed:
-                    # The op leaves this stream, but a wait before it (a cross-stream event
-                    # the gap encodes) still holds back whatever follows it on the stream, and
-                    # a host sync that waited for it now waits for the stream up to its place.
-                    carry[o.stream] = carry.get(o.stream, 0) + o.stream_gap
-                    if o.side:
-                        side_time[min(current_step, len(self.steps) - 1)] += o.dur
-                    free = stream_free.get(o.stream)
-                    place = launch_base + o.launch_lat
+        s = c.obs_start[0]
+        for i in range(n_nodes):
+            if i:
+                of = ovf[i]
+                s = start[of] + ovo[i] if of >= 0 else end[frontier_of[i]] + gap[i]
+            k = step_start[i]
+            if k >= 0:
+                starts_at[k] = s if s > latest_end_launched else latest_end_launched
+                current_step = k
+            k = step_end[i]
+            if k >= 0:
+                ends_at[k] = s if s > latest_end_launched else latest_end_launched
+            e = s + dur[i]
+            ops = node_ops[i]
+            if ops:
+                if head[i]:
+                    graph_head_start = s
+                launch_base = graph_head_start if (graphed[i] and graph_head_start is not None) else s
+                for j in ops:
+                    st = o_stream[j]
+                    free = stream_free[st]
+                    if o_gone[j]:
+                        # The op leaves this stream, but a wait before it (a cross-stream event
+                        # the gap encodes) still holds back whatever follows it on the stream,
+                        # and a host sync that waited for it now waits for the stream up to its
+                        # place.
+                        carry[st] += o_gap[j]
+                        if o_side[j]:
+                            side_time[min(current_step, n_steps - 1)] += o_dur[j]
+                        place = launch_base + o_lat[j]
+                        if free is not None and free + carry[st] > place:
+                            place = free + carry[st]
+                        op_end[j] = place
+                        continue
+                    os_ = launch_base + o_lat[j]
                     if free is not None:
-                        place = max(place, free + carry[o.stream])
-                    op_end[j] = place
-                    continue
-                free = stream_free.get(o.stream)
-                os_ = launch_base + o.launch_lat
-                if free is not None:
-                    os_ = max(os_, free + o.stream_gap + carry.pop(o.stream, 0))
-                op_end[j] = os_ + o.dur
-                stream_free[o.stream] = op_end[j]
-                latest_end_launched = max(latest_end_launched, op_end[j])
-            if n.wait_op is not None:
-                e = max(e, op_end[n.wait_op] + n.wake)
-            start[i], end[i] = s, e
-            if n.obs_end >= frontier_obs_end:
-                frontier, frontier_obs_end = i, n.obs_end
+                        ready = free + o_gap[j] + carry[st]
+                        carry[st] = 0
+                        if ready > os_:
+                            os_ = ready
+                    t = os_ + o_dur[j]
+                    op_end[j] = t
+                    stream_free[st] = t
+                    if t > latest_end_launched:
+                        latest_end_launched = t
+            elif head[i]:
+                graph_head_start = s
+            w = wait_op[i]
+            if w >= 0 and op_end[w] + wake[i] > e:
+                e = op_end[w] + wake[i]
+            start[i] = s
+            end[i] = e
         self.replayed = (start, end, op_end)  # kept for inspection (tests, timelines)
         periods = []
-        for k in range(len(self.steps)):
+        for k in range(n_steps):
             periods.append(max(ends_at[k] - starts_at[k], side_time[k]))
         return Replay(tuple(periods))
 
+
+def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
+    """Per t, the summed length of the spans' parts before t (overlapping spans count twice)."""
+    a = np.sort(np.asarray([x for x, _ in spans], dtype=np.int64) - origin)
+    b = np.sort(np.asarray([y for _, y in spans], dtype=np.int64) - origin)
+    pa = np.concatenate(([0], np.cumsum(a)))
+    pb = np.concatenate(([0], np.cumsum(b)))
+    na = np.searchsorted(a, t, side="right")
+    nb = np.searchsorted(b, t, side="right")
+    return (na * t - pa[na]) - (nb * t - pb[nb])
+
+
+@dataclass(slots=True)
+class _Columns:
+    """A simulation's nodes and ops as flat lists: what the replay loop reads.
+
+    Built once from the template and shared by its what-ifs; a what-if with edits gets a copy
+    of the columns with its edited entries written over them (`patched`)."""
+
+    stream_keys: dict[tuple[int, int], int]
+    obs_start: list[int]
+    frontier: list[int]  # the node whose end the host chain continues from (-1: none)
+    step: list[int]
+    step_end: list[int]
+    dur: list[int]
+    gap: list[int]
+    gap_from: list[int]
+    overlap_from: list[int]
+    overlap_offset: list[int]
+    wait_op: list[int]
+    wake: list[int]
+    graphed: list[bool]
+    graph_head: list[bool]
+    node_ops: list[list[int]]
+    op_stream: list[int]
+    op_dur: list[int]
+    op_lat: list[int]
+    op_gap: list[int]
+    op_gone: list[bool]  # removed or moved to a side stream: off this stream's timeline
+    op_side: list[bool]
+
+    NODE_FIELDS = ("dur", "gap", "gap_from", "overlap_from", "overlap_offset", "wait_op", "wake",
+                   "graphed", "graph_head")
+    OP_FIELDS = ("op_dur", "op_lat", "op_gap", "op_gone", "op_side")
+
+    @classmethod
+    def of(cls, nodes: Sequence[_Node], ops: Sequence[_Op], keys: dict[tuple[int, int], int]) -> _Columns:
+        frontier, f, f_end = [], -1, -(2**62)
+        for i, n in enumerate(nodes):  # observed ends never change: the frontier is fixed
+            frontier.append(f)
+            if n.obs_end >= f_end:
+                f, f_end = i, n.obs_end
+        node_cols = [list(col) for col in zip(*(_node_row(n) for n in nodes), strict=True)]
+        op_cols = [list(col) for col in zip(*(_op_row(o) for o in ops), strict=True)] \
+            or [[] for _ in cls.OP_FIELDS]
+        return cls(
+            keys, [n.obs_start for n in nodes], frontier,
+            [-1 if n.step is None else n.step for n in nodes],
+            [-1 if n.step_end is None else n.step_end for n in nodes],
+            *node_cols, [n.ops for n in nodes], [keys[o.stream] for o in ops], *op_cols,
+        )
+
+    def patched(self, nodes: dict[int, _Node], ops: dict[int, _Op]) -> _Columns:
+        new = copy.copy(self)
+        if nodes:
+            cols = [list(getattr(self, f)) for f in self.NODE_FIELDS]
+            for i, n in nodes.items():
+                for col, v in zip(cols, _node_row(n), strict=True):
+                    col[i] = v
+            for f, col in zip(self.NODE_FIELDS, cols, strict=True):
+                setattr(new, f, col)
+        if ops:
+            cols = [list(getattr(self, f)) for f in self.OP_FIELDS]
+            for j, o in ops.items():
+                for col, v in zip(cols, _op_row(o), strict=True):
+                    col[j] = v
+            for f, col in zip(self.OP_FIELDS, cols, strict=True):
+                setattr(new, f, col)
+        return new
+
+
+def _node_row(n: _Node) -> tuple:
+    return (n.dur, n.gap, n.gap_from, -1 if n.overlap_from is None else n.overlap_from,
+            n.overlap_offset, -1 if n.wait_op is None else n.wait_op, n.wake, n.graphed,
+            n.graph_head)
+
+
+def _op_row(o: _Op) -> tuple:
+    return (o.dur, o.launch_lat, o.stream_gap, o.side or o.removed, o.side)
