@@ -111,38 +111,97 @@ class _Op:
     removed: bool = False  # fused away: its time goes, the waits before it stay
 
 
-class _Layer:
-    """A what-if's view of the template's nodes (or ops): the template's shared, read-only list
-    with this what-if's edited copies over it, one per changed entry.
+def _column(name: str, optional: bool = False) -> property:
+    """A view's field stored in its simulation's column ``name`` (-1 stands for None)."""
+    if optional:
+        def get(self):
+            v = getattr(self._e.cols, name)[self._i]
+            return None if v < 0 else v
 
-    ``layer[i]`` reads; ``layer.edit(i)`` gives the what-if's own copy to change (copied from the
-    template the first time). A what-if so costs what it changes, not the size of the window:
-    this replaces copying every node and op per what-if (issue #17).
+        def put(self, v) -> None:
+            self._e.cols.own(name)[self._i] = -1 if v is None else v
+    else:
+        def get(self):
+            return getattr(self._e.cols, name)[self._i]
+
+        def put(self, v) -> None:
+            self._e.cols.own(name)[self._i] = v
+    return property(get, put)
+
+
+class _NodeView:
+    """Node ``i`` of a sealed simulation: changeable fields live in the columns, the rest
+    (``call``, ``obs_start``, ``ops``...) in the node built at construction, shared read-only."""
+
+    __slots__ = ("_e", "_i")
+    dur = _column("dur")
+    gap = _column("gap")
+    gap_from = _column("gap_from")
+    overlap_from = _column("overlap_from", optional=True)
+    overlap_offset = _column("overlap_offset")
+    wait_op = _column("wait_op", optional=True)
+    wake = _column("wake")
+    graphed = _column("graphed")
+    graph_head = _column("graph_head")
+
+    def __init__(self, entries: _Entries, i: int) -> None:
+        self._e, self._i = entries, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._e.base[self._i], name)
+
+
+class _OpView:
+    """Op ``i`` of a sealed simulation (see `_NodeView`)."""
+
+    __slots__ = ("_e", "_i")
+    dur = _column("op_dur")
+    launch_lat = _column("op_lat")
+    stream_gap = _column("op_gap")
+    side = _column("op_side")
+    graphed = _column("op_graphed")
+    removed = _column("op_removed")
+
+    def __init__(self, entries: _Entries, i: int) -> None:
+        self._e, self._i = entries, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._e.base[self._i], name)
+
+
+class _Built(list):
+    """Nodes or ops of a simulation not sealed yet: plain objects, changed in place."""
+
+    def edit(self, i: int):
+        return self[i]
+
+
+class _Entries:
+    """A sealed simulation's nodes (or ops) as its edit methods see them: ``entries[i]`` is a
+    view whose changeable fields read and write the simulation's own columns, copy-on-write.
+
+    A what-if (`Simulation.fork`) so shares the template's nodes, ops and columns, and pays only
+    for the columns it changes; nothing it does reaches the template (issue #17: this replaces
+    copying every node and op per what-if).
     """
 
-    __slots__ = ("base", "delta")
+    __slots__ = ("base", "cols", "view")
 
-    def __init__(self, base: list) -> None:
-        self.base = base
-        self.delta: dict[int, object] = {}
+    def __init__(self, base: list, cols: _Columns, view: type) -> None:
+        self.base, self.cols, self.view = base, cols, view
 
     def __len__(self) -> int:
         return len(self.base)
 
     def __getitem__(self, i: int):
-        d = self.delta.get(i)
-        return self.base[i] if d is None else d
+        return self.view(self, i)
 
     def __iter__(self):
-        if not self.delta:
-            return iter(self.base)
-        return (self[i] for i in range(len(self.base)))
+        return (self.view(self, i) for i in range(len(self.base)))
 
     def edit(self, i: int):
-        d = self.delta.get(i)
-        if d is None:
-            d = self.delta[i] = copy.copy(self.base[i])
-        return d
+        """Entry ``i`` to change (the same view: writes go to this simulation's columns)."""
+        return self.view(self, i)
 
 
 @dataclass(frozen=True)
@@ -177,31 +236,35 @@ class Simulation:
         nodes += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
         # markers sort before calls starting at the same instant
         nodes.sort(key=lambda n: (n.obs_start, n.call is not None, n.step is not None))
-        self.nodes = nodes
+        self.nodes = _Built(nodes)
         self.node_of_call = {n.call.id: i for i, n in enumerate(nodes) if n.call is not None}
-        self.ops: list[_Op] = []
+        self.ops: list[_Op] = _Built()
         self.op_index: dict[int, int] = {}
         self._stream_free_at: dict[tuple[int, int], int] = {}
         self._link_chain()
         self._link_ops(w0)
         self._link_waits(calls)
         self.dispatch_ns = self._measure_dispatch()
-        # what-ifs (`fork`) share these lists read-only and keep their edits in the layers
-        self.nodes = _Layer(nodes)  # type: ignore[assignment]
-        self.ops = _Layer(self.ops)  # type: ignore[assignment]
-        self._columns: _Columns | None = None
+        self._cols: _Columns | None = None  # set once sealed (`_seal`)
+
+    def _seal(self) -> _Columns:
+        """From here on the changeable fields live in flat columns (what `run` reads) and the
+        nodes and ops are views of them; until then they are plain objects (cheap to build)."""
+        if self._cols is None:
+            self._cols = _Columns.of(self.nodes, self.ops, self._stream_keys())
+            self.nodes = _Entries(self.nodes, self._cols, _NodeView)  # type: ignore[assignment]
+            self.ops = _Entries(self.ops, self._cols, _OpView)  # type: ignore[assignment]
+        return self._cols
 
     def fork(self) -> Simulation:
-        """A what-if on this simulation: it shares the nodes and ops and keeps its own edits
-        as a layer over them (`_Layer`), so forking costs nothing and this one stays as it is.
-        Edit this simulation itself (`remove_profiler_overhead`) before forking it, not after."""
-        for layer in (self.nodes, self.ops):
-            if layer.delta:  # this one was edited through its layer: make the edits its base
-                layer.base, layer.delta = list(layer), {}
-                self._columns = None
+        """A what-if on this simulation: it shares the nodes, ops and columns, and copies a
+        column only when it first changes it, so forking costs nothing and edits to either
+        side never reach the other."""
+        cols = self._seal().fork()
         new = copy.copy(self)
-        new.nodes, new.ops = _Layer(self.nodes.base), _Layer(self.ops.base)
-        new._columns = self._base_columns()
+        new._cols = cols
+        new.nodes = _Entries(self.nodes.base, cols, _NodeView)
+        new.ops = _Entries(self.ops.base, cols, _OpView)
         return new
 
     # ----- construction --------------------------------------------------------------------
@@ -281,7 +344,6 @@ class Simulation:
         `_remove_profiler_overhead`); the host work per launch is measured again after it."""
         self._remove_profiler_overhead()
         self.dispatch_ns = self._measure_dispatch()
-        self._columns = None  # the nodes changed in place
 
     def _remove_profiler_overhead(self) -> None:
         """Take the tracing profiler's own host cost out of the timeline.
@@ -421,66 +483,60 @@ class Simulation:
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
         graph launch, kernels follow each other at the graph's node gap, host waits inside go."""
-        starts = self._base_columns().obs_start  # nodes are in observed start order
+        c = self._seal()  # written column by column: a capture changes most of the window
+        starts, is_call, node_ops = c.obs_start, c.is_call, c.node_ops  # in observed start order
+        dur, gap, wait_op, graphed, graph_head, overlap_from, overlap_offset = (
+            c.own(f) for f in ("dur", "gap", "wait_op", "graphed", "graph_head", "overlap_from",
+                               "overlap_offset"))
+        op_graphed, op_gap, op_lat = (c.own(f) for f in ("op_graphed", "op_gap", "op_lat"))
         for a, b in sorted(intervals):
             head = None
             for i in range(bisect_left(starts, a), bisect_left(starts, b)):
-                if self.nodes[i].call is None:
+                if not is_call[i]:
                     continue
-                n = self.nodes.edit(i)
-                n.graphed = True
-                n.wait_op = None
+                graphed[i] = True
+                wait_op[i] = -1
                 if head is None:
                     head = i
-                    n.graph_head = True
-                    n.dur = launch_ns
+                    graph_head[i] = True
+                    dur[i] = launch_ns
                 else:
-                    n.dur = 0
+                    dur[i] = 0
                     # Per-launch host work (dispatch, Python between ops) is not replayed; a long
                     # stretch of host work is something the step computes, and stays.
-                    if n.gap < LONG_HOST_WORK_NS:
-                        n.gap = 0
-                    n.overlap_offset = 0
-                for j in n.ops:
-                    o = self.ops.edit(j)
-                    o.graphed = True
+                    if gap[i] < LONG_HOST_WORK_NS:
+                        gap[i] = 0
+                    overlap_offset[i] = 0
+                for j in node_ops[i]:
+                    op_graphed[j] = True
                     # a launch-bound kernel now follows its predecessor at the graph's node gap;
                     # a gap the GPU itself showed (a wait on another stream) stays
-                    if o.stream_gap == 0:
-                        o.stream_gap = node_gap_ns
-                    o.launch_lat = self.launch_latency
+                    if op_gap[j] == 0:
+                        op_gap[j] = node_gap_ns
+                    op_lat[j] = self.launch_latency
             # Kernels of a graph become ready when the graph launch is issued.
             if head is not None:
-                for i in range(head, len(self.nodes)):
-                    n = self.nodes[i]
-                    if n.obs_start >= b:
+                for i in range(head, len(starts)):
+                    if starts[i] >= b:
                         break
-                    if n.graphed:
-                        self.nodes.edit(i).overlap_from = None
+                    if graphed[i]:
+                        overlap_from[i] = -1
 
     # ----- replay ------------------------------------------------------------------------------
 
-    def _base_columns(self) -> _Columns:
-        """The columns of the shared nodes and ops (without this what-if's edits)."""
-        if self._columns is None:
-            self._columns = _Columns.of(self.nodes.base, self.ops.base, self._stream_keys())
-        return self._columns
-
     def _stream_keys(self) -> dict[tuple[int, int], int]:
         keys: dict[tuple[int, int], int] = {}
-        for o in self.ops.base:
+        for o in self.ops:
             keys.setdefault(o.stream, len(keys))
         for k in self._stream_free_at:
             keys.setdefault(k, len(keys))
         return keys
 
     def columns(self) -> _Columns:
-        """The nodes and ops as they are in this what-if: the shared columns with this
-        what-if's edited entries written over a copy of the columns they touch."""
-        base = self._base_columns()
-        if not self.nodes.delta and not self.ops.delta:
-            return base
-        return base.patched(self.nodes.delta, self.ops.delta)
+        """The nodes and ops as flat columns (built afresh while not sealed)."""
+        if self._cols is not None:
+            return self._cols
+        return _Columns.of(self.nodes, self.ops, self._stream_keys())
 
     def run(self) -> Replay:
         c = self.columns()
@@ -488,8 +544,8 @@ class Simulation:
         frontier_of, ovf, ovo, gap, dur = c.frontier, c.overlap_from, c.overlap_offset, c.gap, c.dur
         step_start, step_end, head, graphed = c.step, c.step_end, c.graph_head, c.graphed
         node_ops, wait_op, wake = c.node_ops, c.wait_op, c.wake
-        o_stream, o_dur, o_lat, o_gap, o_gone, o_side = (c.op_stream, c.op_dur, c.op_lat, c.op_gap,
-                                                         c.op_gone, c.op_side)
+        o_stream, o_dur, o_lat, o_gap, o_side, o_removed = (c.op_stream, c.op_dur, c.op_lat,
+                                                            c.op_gap, c.op_side, c.op_removed)
         start = [0] * n_nodes
         end = [0] * n_nodes
         op_end = [0] * len(o_dur)
@@ -526,7 +582,7 @@ class Simulation:
                 for j in ops:
                     st = o_stream[j]
                     free = stream_free[st]
-                    if o_gone[j]:
+                    if o_side[j] or o_removed[j]:
                         # The op leaves this stream, but a wait before it (a cross-stream event
                         # the gap encodes) still holds back whatever follows it on the stream,
                         # and a host sync that waited for it now waits for the stream up to its
@@ -579,14 +635,16 @@ def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np
 class _Columns:
     """A simulation's nodes and ops as flat lists: what the replay loop reads.
 
-    Built once from the template and shared by its what-ifs; a what-if with edits gets a copy
-    of the columns with its edited entries written over them (`patched`)."""
+    Forks share the lists; `own` copies one before its first change in this simulation."""
 
     stream_keys: dict[tuple[int, int], int]
     obs_start: list[int]
+    is_call: list[bool]
     frontier: list[int]  # the node whose end the host chain continues from (-1: none)
     step: list[int]
     step_end: list[int]
+    node_ops: list[list[int]]
+    op_stream: list[int]
     dur: list[int]
     gap: list[int]
     gap_from: list[int]
@@ -596,17 +654,15 @@ class _Columns:
     wake: list[int]
     graphed: list[bool]
     graph_head: list[bool]
-    node_ops: list[list[int]]
-    op_stream: list[int]
     op_dur: list[int]
     op_lat: list[int]
     op_gap: list[int]
-    op_gone: list[bool]  # removed or moved to a side stream: off this stream's timeline
     op_side: list[bool]
+    op_graphed: list[bool]
+    op_removed: list[bool]
+    owned: set[str] = field(default_factory=set)
 
-    NODE_FIELDS = ("dur", "gap", "gap_from", "overlap_from", "overlap_offset", "wait_op", "wake",
-                   "graphed", "graph_head")
-    OP_FIELDS = ("op_dur", "op_lat", "op_gap", "op_gone", "op_side")
+    OP_FIELDS = ("op_dur", "op_lat", "op_gap", "op_side", "op_graphed", "op_removed")
 
     @classmethod
     def of(cls, nodes: Sequence[_Node], ops: Sequence[_Op], keys: dict[tuple[int, int], int]) -> _Columns:
@@ -615,40 +671,30 @@ class _Columns:
             frontier.append(f)
             if n.obs_end >= f_end:
                 f, f_end = i, n.obs_end
-        node_cols = [list(col) for col in zip(*(_node_row(n) for n in nodes), strict=True)]
-        op_cols = [list(col) for col in zip(*(_op_row(o) for o in ops), strict=True)] \
-            or [[] for _ in cls.OP_FIELDS]
+        node_cols = [list(col) for col in zip(*(
+            (n.dur, n.gap, n.gap_from, -1 if n.overlap_from is None else n.overlap_from,
+             n.overlap_offset, -1 if n.wait_op is None else n.wait_op, n.wake, n.graphed,
+             n.graph_head) for n in nodes), strict=True)]
+        op_cols = [list(col) for col in zip(*(
+            (o.dur, o.launch_lat, o.stream_gap, o.side, o.graphed, o.removed) for o in ops),
+            strict=True)] or [[] for _ in cls.OP_FIELDS]
         return cls(
-            keys, [n.obs_start for n in nodes], frontier,
+            keys, [n.obs_start for n in nodes], [n.call is not None for n in nodes], frontier,
             [-1 if n.step is None else n.step for n in nodes],
             [-1 if n.step_end is None else n.step_end for n in nodes],
-            *node_cols, [n.ops for n in nodes], [keys[o.stream] for o in ops], *op_cols,
+            [n.ops for n in nodes], [keys[o.stream] for o in ops], *node_cols, *op_cols,
         )
 
-    def patched(self, nodes: dict[int, _Node], ops: dict[int, _Op]) -> _Columns:
+    def own(self, name: str) -> list:
+        """Column ``name``, this simulation's own copy, to change."""
+        col = getattr(self, name)
+        if name not in self.owned:
+            col = list(col)
+            setattr(self, name, col)
+            self.owned.add(name)
+        return col
+
+    def fork(self) -> _Columns:
         new = copy.copy(self)
-        if nodes:
-            cols = [list(getattr(self, f)) for f in self.NODE_FIELDS]
-            for i, n in nodes.items():
-                for col, v in zip(cols, _node_row(n), strict=True):
-                    col[i] = v
-            for f, col in zip(self.NODE_FIELDS, cols, strict=True):
-                setattr(new, f, col)
-        if ops:
-            cols = [list(getattr(self, f)) for f in self.OP_FIELDS]
-            for j, o in ops.items():
-                for col, v in zip(cols, _op_row(o), strict=True):
-                    col[j] = v
-            for f, col in zip(self.OP_FIELDS, cols, strict=True):
-                setattr(new, f, col)
+        self.owned, new.owned = set(), set()  # shared from now on: both copy before changing
         return new
-
-
-def _node_row(n: _Node) -> tuple:
-    return (n.dur, n.gap, n.gap_from, -1 if n.overlap_from is None else n.overlap_from,
-            n.overlap_offset, -1 if n.wait_op is None else n.wait_op, n.wake, n.graphed,
-            n.graph_head)
-
-
-def _op_row(o: _Op) -> tuple:
-    return (o.dur, o.launch_lat, o.stream_gap, o.side or o.removed, o.side)
