@@ -48,17 +48,21 @@ class RuleContext:
         return self.options.get(rule, {}).get(key, default)
 
     @cached_property
-    def _template(self) -> Simulation | None:
-        if not self.steps:
-            return None
+    def _recorded_and_template(self) -> tuple[Replay, Simulation]:
+        """One simulation built for both: replayed as recorded, then made the template."""
         sim = Simulation(self.graph, self.steps)
+        recorded = sim.run()
         sim.remove_profiler_overhead()
-        return sim
+        return recorded, sim
+
+    @cached_property
+    def _template(self) -> Simulation | None:
+        return self._recorded_and_template[1] if self.steps else None
 
     @cached_property
     def observed(self) -> Replay:
         """The replay of the trace as recorded, profiler overhead included."""
-        return Simulation(self.graph, self.steps).run()
+        return self._recorded_and_template[0]
 
     @cached_property
     def profiler_overhead_ns(self) -> float:

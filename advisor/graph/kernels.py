@@ -92,6 +92,7 @@ def classify(op: GpuOp) -> KernelCategory:
     return classify_name(op.name)
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def gemm_precision(name: str) -> str:
     """"fp8", "fp16/bf16", "tf32", "fp32" or "unknown" for a GEMM/conv kernel name."""
     nvjet = _NVJET_TYPES.search(name)
@@ -114,6 +115,7 @@ def gemm_precision(name: str) -> str:
     return "unknown"
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def is_gelu(name: str) -> bool:
     """A standalone GELU (or bias+GELU) elementwise kernel, not a GEMM with a GELU epilogue."""
     return bool(_GELU.search(name)) and classify_name(name) not in (
@@ -122,10 +124,12 @@ def is_gelu(name: str) -> bool:
     )
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def has_gelu_epilogue(name: str) -> bool:
     return bool(_GELU_EPILOGUE.search(name)) and classify_name(name) is KernelCategory.GEMM
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def short_name(name: str, limit: int = 90) -> str:
     """A readable kernel name: template arguments and parameter lists dropped."""
     out, depth = [], 0
