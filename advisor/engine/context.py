@@ -88,10 +88,19 @@ class RuleContext:
         return float(statistics.median(s.time_ns for s in self.steps)) if self.steps else 0.0
 
     def replay(self, effects: Sequence[Effect]) -> Replay:
+        ordered = tuple(sorted(effects, key=lambda e: e.order))
+        cache = self.__dict__.setdefault("_replays", {})
+        try:
+            return cache[ordered]  # effects are values: the same fixes replay the same
+        except KeyError:
+            pass
+        except TypeError:  # an effect holding something unhashable: replay it every time
+            cache = {}
         sim = self.simulation()
-        for e in sorted(effects, key=lambda e: e.order):
+        for e in ordered:
             e.apply(sim)
-        return sim.run()
+        cache[ordered] = replay = sim.run()
+        return replay
 
     def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:
         """The step before and after the effects, both replayed without the profiler's host

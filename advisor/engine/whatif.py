@@ -111,6 +111,11 @@ class _Op:
     removed: bool = False  # fused away: its time goes, the waits before it stay
 
 
+def _fixed(name: str) -> property:
+    """A view's field that no what-if changes: read from the entry built at construction."""
+    return property(lambda self: getattr(self._e.base[self._i], name))
+
+
 def _column(name: str, optional: bool = False) -> property:
     """A view's field stored in its simulation's column ``name`` (-1 stands for None)."""
     if optional:
@@ -143,6 +148,10 @@ class _NodeView:
     wake = _column("wake")
     graphed = _column("graphed")
     graph_head = _column("graph_head")
+    call = _fixed("call")
+    ops = _fixed("ops")
+    obs_start = _fixed("obs_start")
+    obs_end = _fixed("obs_end")
 
     def __init__(self, entries: _Entries, i: int) -> None:
         self._e, self._i = entries, i
@@ -161,6 +170,8 @@ class _OpView:
     side = _column("op_side")
     graphed = _column("op_graphed")
     removed = _column("op_removed")
+    op = _fixed("op")
+    stream = _fixed("stream")
 
     def __init__(self, entries: _Entries, i: int) -> None:
         self._e, self._i = entries, i
@@ -286,7 +297,10 @@ class Simulation:
         launched: list[tuple[int, int, GpuOp]] = []
         for i, n in enumerate(self.nodes):
             if n.call is not None:
-                for op in sorted(graph.launched(n.call), key=lambda o: o.start_ns):
+                ops = graph.launched(n.call)
+                if len(ops) > 1:
+                    ops = sorted(ops, key=lambda o: o.start_ns)
+                for op in ops:
                     launched.append((i, op.start_ns, op))
         # Streams already busy with work launched before the window (the GPU runs behind): ops
         # whose launch precedes the window or the trace, or that have no traced launch and run
@@ -662,8 +676,6 @@ class _Columns:
     op_removed: list[bool]
     owned: set[str] = field(default_factory=set)
 
-    OP_FIELDS = ("op_dur", "op_lat", "op_gap", "op_side", "op_graphed", "op_removed")
-
     @classmethod
     def of(cls, nodes: Sequence[_Node], ops: Sequence[_Op], keys: dict[tuple[int, int], int]) -> _Columns:
         frontier, f, f_end = [], -1, -(2**62)
@@ -671,18 +683,18 @@ class _Columns:
             frontier.append(f)
             if n.obs_end >= f_end:
                 f, f_end = i, n.obs_end
-        node_cols = [list(col) for col in zip(*(
-            (n.dur, n.gap, n.gap_from, -1 if n.overlap_from is None else n.overlap_from,
-             n.overlap_offset, -1 if n.wait_op is None else n.wait_op, n.wake, n.graphed,
-             n.graph_head) for n in nodes), strict=True)]
-        op_cols = [list(col) for col in zip(*(
-            (o.dur, o.launch_lat, o.stream_gap, o.side, o.graphed, o.removed) for o in ops),
-            strict=True)] or [[] for _ in cls.OP_FIELDS]
         return cls(
             keys, [n.obs_start for n in nodes], [n.call is not None for n in nodes], frontier,
             [-1 if n.step is None else n.step for n in nodes],
             [-1 if n.step_end is None else n.step_end for n in nodes],
-            [n.ops for n in nodes], [keys[o.stream] for o in ops], *node_cols, *op_cols,
+            [n.ops for n in nodes], [keys[o.stream] for o in ops],
+            [n.dur for n in nodes], [n.gap for n in nodes], [n.gap_from for n in nodes],
+            [-1 if n.overlap_from is None else n.overlap_from for n in nodes],
+            [n.overlap_offset for n in nodes],
+            [-1 if n.wait_op is None else n.wait_op for n in nodes],
+            [n.wake for n in nodes], [n.graphed for n in nodes], [n.graph_head for n in nodes],
+            [o.dur for o in ops], [o.launch_lat for o in ops], [o.stream_gap for o in ops],
+            [o.side for o in ops], [o.graphed for o in ops], [o.removed for o in ops],
         )
 
     def own(self, name: str) -> list:
