@@ -26,11 +26,13 @@ import statistics
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
 from advisor.graph.syncs import host_waits
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_LAUNCH_LATENCY_NS = 4_000
 """Fallback host-launch-to-kernel-start latency when the trace has no idle-stream launches to read
@@ -241,7 +243,9 @@ class Simulation:
         pid = self.steps[0].pid
         self.pid = pid
         w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
-        calls = [a for a in graph.api_calls if a.pid == pid and w0 <= a.start_ns < w1]
+        starts = graph._call_starts[0]  # calls are sorted by start: bisect to the window
+        calls = [a for a in graph.api_calls[bisect_left(starts, w0):bisect_left(starts, w1)]
+                 if a.pid == pid]
         nodes = [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, call=a) for a in calls]
         nodes += [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
         nodes += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
@@ -456,6 +460,8 @@ class Simulation:
         lies inside an interval is scaled (a data phase without CUDA calls is one long gap that
         ends at the first call after it).
         """
+        import numpy as np  # here, not at the top: most analyses never scale host work
+
         spans = sorted(intervals)
         if not spans:
             return
@@ -636,6 +642,8 @@ class Simulation:
 
 def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
     """Per t, the summed length of the spans' parts before t (overlapping spans count twice)."""
+    import numpy as np
+
     a = np.sort(np.asarray([x for x, _ in spans], dtype=np.int64) - origin)
     b = np.sort(np.asarray([y for _, y in spans], dtype=np.int64) - origin)
     pa = np.concatenate(([0], np.cumsum(a)))

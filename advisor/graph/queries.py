@@ -68,7 +68,13 @@ def launched_ops(graph: OpGraph, calls: Iterable[ApiCall]) -> list[GpuOp]:
 
 def steps_ops(graph: OpGraph, steps: Sequence[Step]) -> list[GpuOp]:
     """GPU ops launched during the steps by any thread of their process."""
-    return launched_ops(graph, process_calls(graph, steps))
+    if not steps:
+        return []
+    cache = graph.__dict__.setdefault("_steps_ops", {})
+    key = (steps[0].pid, tuple(step_intervals(steps)))
+    if key not in cache:  # kept like `_steps_calls`: several rules ask for the same steps
+        cache[key] = tuple(launched_ops(graph, _steps_calls(graph, steps)))
+    return list(cache[key])
 
 
 def phase_spans(steps: Sequence[Step], phase: str) -> list[tuple[int, int]]:
