@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import ingest_speed  # noqa: E402  (the exports are built the way the ingest benchmark builds them)
+import ingest_speed  # the exports are built the way the ingest benchmark builds them
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
