@@ -402,22 +402,23 @@ class Simulation:
 
     def drop_ops(self, op_ids: Iterable[int], keep_fraction: float = 0.0) -> None:
         """Ops fused away (``keep_fraction`` 0) or made cheaper; a dropped op's launch goes too."""
+        c = self._seal()  # written column by column: a fusion can drop most kernels of a step
+        op_dur, op_removed, node_ops = c.own("op_dur"), c.own("op_removed"), c.node_ops
+        dur, gap = (c.own("dur"), c.own("gap")) if keep_fraction == 0.0 else ([], [])
         for op_id in op_ids:
             idx = self.op_index.get(op_id)
             if idx is None:
                 continue
-            o = self.ops.edit(idx)
-            o.dur = int(o.dur * keep_fraction)
+            op_dur[idx] = int(op_dur[idx] * keep_fraction)
             if keep_fraction == 0.0:
-                o.removed = True
-                call = self.graph.launcher(o.op)
+                op_removed[idx] = True
+                call = self.graph.launcher(self.ops.base[idx].op)
                 if call is not None and call.id in self.node_of_call:
                     k = self.node_of_call[call.id]
-                    if all(self.ops[j].removed for j in self.nodes[k].ops):
-                        node = self.nodes.edit(k)
+                    if all(op_removed[j] for j in node_ops[k]):
                         # the launch goes, and with it the framework's dispatch of the op
-                        node.dur = 0
-                        node.gap = max(0, node.gap - min(node.gap, self.dispatch_ns))
+                        dur[k] = 0
+                        gap[k] = max(0, gap[k] - min(gap[k], self.dispatch_ns))
 
     def _measure_dispatch(self) -> int:
         """Host work per launch in this trace: the median host time before a kernel launch
