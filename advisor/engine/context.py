@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,17 +49,21 @@ class RuleContext:
         return self.options.get(rule, {}).get(key, default)
 
     @cached_property
-    def _template(self) -> Simulation | None:
-        if not self.steps:
-            return None
+    def _recorded_and_template(self) -> tuple[Replay, Simulation]:
+        """One simulation built for both: replayed as recorded, then made the template."""
         sim = Simulation(self.graph, self.steps)
+        recorded = sim.run()
         sim.remove_profiler_overhead()
-        return sim
+        return recorded, sim
+
+    @cached_property
+    def _template(self) -> Simulation | None:
+        return self._recorded_and_template[1] if self.steps else None
 
     @cached_property
     def observed(self) -> Replay:
         """The replay of the trace as recorded, profiler overhead included."""
-        return Simulation(self.graph, self.steps).run()
+        return self._recorded_and_template[0]
 
     @cached_property
     def profiler_overhead_ns(self) -> float:
@@ -70,7 +73,7 @@ class RuleContext:
     def simulation(self) -> Simulation:
         if self._template is None:
             raise ValueError("no steady-state steps to model")
-        return _clone(self._template)
+        return self._template.fork()
 
     @cached_property
     def baseline(self) -> Replay:
@@ -118,10 +121,19 @@ class RuleContext:
         return float(statistics.median(s.time_ns for s in self.steps)) if self.steps else 0.0
 
     def replay(self, effects: Sequence[Effect]) -> Replay:
+        ordered = tuple(sorted(effects, key=lambda e: e.order))
+        cache = self.__dict__.setdefault("_replays", {})
+        try:
+            return cache[ordered]  # effects are values: the same fixes replay the same
+        except KeyError:
+            pass
+        except TypeError:  # an effect holding something unhashable: replay it every time
+            cache = {}
         sim = self.simulation()
-        for e in sorted(effects, key=lambda e: e.order):
+        for e in ordered:
             e.apply(sim)
-        return sim.run()
+        cache[ordered] = replay = sim.run()
+        return replay
 
     def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:
         """The step before and after the effects, both replayed without the profiler's host
@@ -174,12 +186,3 @@ class RuleContext:
             high_effects=tuple(high_effects if high_effects is not None else effects),
         )
 
-
-def _clone(sim: Simulation) -> Simulation:
-    """A copy whose nodes and ops can be edited without touching the template."""
-    new = copy.copy(sim)
-    new.nodes = [copy.copy(n) for n in sim.nodes]
-    for n in new.nodes:
-        n.ops = list(n.ops)
-    new.ops = [copy.copy(o) for o in sim.ops]
-    return new

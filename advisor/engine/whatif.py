@@ -21,13 +21,18 @@ Model constants are measured; each cites where.
 
 from __future__ import annotations
 
+import copy
 import statistics
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
 from advisor.graph.syncs import host_waits
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_LAUNCH_LATENCY_NS = 4_000
 """Fallback host-launch-to-kernel-start latency when the trace has no idle-stream launches to read
@@ -114,6 +119,110 @@ class _Op:
     removed: bool = False  # fused away: its time goes, the waits before it stay
 
 
+def _fixed(name: str) -> property:
+    """A view's field that no what-if changes: read from the entry built at construction."""
+    return property(lambda self: getattr(self._e.base[self._i], name))
+
+
+def _column(name: str, optional: bool = False) -> property:
+    """A view's field stored in its simulation's column ``name`` (-1 stands for None)."""
+    if optional:
+        def get(self):
+            v = getattr(self._e.cols, name)[self._i]
+            return None if v < 0 else v
+
+        def put(self, v) -> None:
+            self._e.cols.own(name)[self._i] = -1 if v is None else v
+    else:
+        def get(self):
+            return getattr(self._e.cols, name)[self._i]
+
+        def put(self, v) -> None:
+            self._e.cols.own(name)[self._i] = v
+    return property(get, put)
+
+
+class _NodeView:
+    """Node ``i`` of a sealed simulation: changeable fields live in the columns, the rest
+    (``call``, ``obs_start``, ``ops``...) in the node built at construction, shared read-only."""
+
+    __slots__ = ("_e", "_i")
+    dur = _column("dur")
+    gap = _column("gap")
+    gap_from = _column("gap_from")
+    overlap_from = _column("overlap_from", optional=True)
+    overlap_offset = _column("overlap_offset")
+    wait_op = _column("wait_op", optional=True)
+    wake = _column("wake")
+    graphed = _column("graphed")
+    graph_head = _column("graph_head")
+    call = _fixed("call")
+    ops = _fixed("ops")
+    obs_start = _fixed("obs_start")
+    obs_end = _fixed("obs_end")
+
+    def __init__(self, entries: _Entries, i: int) -> None:
+        self._e, self._i = entries, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._e.base[self._i], name)
+
+
+class _OpView:
+    """Op ``i`` of a sealed simulation (see `_NodeView`)."""
+
+    __slots__ = ("_e", "_i")
+    dur = _column("op_dur")
+    launch_lat = _column("op_lat")
+    stream_gap = _column("op_gap")
+    side = _column("op_side")
+    graphed = _column("op_graphed")
+    removed = _column("op_removed")
+    op = _fixed("op")
+    stream = _fixed("stream")
+
+    def __init__(self, entries: _Entries, i: int) -> None:
+        self._e, self._i = entries, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._e.base[self._i], name)
+
+
+class _Built(list):
+    """Nodes or ops of a simulation not sealed yet: plain objects, changed in place."""
+
+    def edit(self, i: int):
+        return self[i]
+
+
+class _Entries:
+    """A sealed simulation's nodes (or ops) as its edit methods see them: ``entries[i]`` is a
+    view whose changeable fields read and write the simulation's own columns, copy-on-write.
+
+    A what-if (`Simulation.fork`) so shares the template's nodes, ops and columns, and pays only
+    for the columns it changes; nothing it does reaches the template (issue #17: this replaces
+    copying every node and op per what-if).
+    """
+
+    __slots__ = ("base", "cols", "view")
+
+    def __init__(self, base: list, cols: _Columns, view: type) -> None:
+        self.base, self.cols, self.view = base, cols, view
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        return self.view(self, i)
+
+    def __iter__(self):
+        return (self.view(self, i) for i in range(len(self.base)))
+
+    def edit(self, i: int):
+        """Entry ``i`` to change (the same view: writes go to this simulation's columns)."""
+        return self.view(self, i)
+
+
 @dataclass(frozen=True)
 class Replay:
     """Per-step GPU-side periods of a replay, in ns."""
@@ -140,15 +249,17 @@ class Simulation:
         pid = self.steps[0].pid
         self.pid = pid
         w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
-        calls = [a for a in graph.api_calls if a.pid == pid and w0 <= a.start_ns < w1]
+        starts = graph._call_starts[0]  # calls are sorted by start: bisect to the window
+        calls = [a for a in graph.api_calls[bisect_left(starts, w0):bisect_left(starts, w1)]
+                 if a.pid == pid]
         nodes = [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, call=a) for a in calls]
         nodes += [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
         nodes += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
         # markers sort before calls starting at the same instant
         nodes.sort(key=lambda n: (n.obs_start, n.call is not None, n.step is not None))
-        self.nodes = nodes
+        self.nodes = _Built(nodes)
         self.node_of_call = {n.call.id: i for i, n in enumerate(nodes) if n.call is not None}
-        self.ops: list[_Op] = []
+        self.ops: list[_Op] = _Built()
         self.op_index: dict[int, int] = {}
         self._stream_free_at: dict[tuple[int, int], int] = {}
         self._link_chain()
@@ -157,6 +268,27 @@ class Simulation:
         self.dispatch_ns = self._measure_dispatch()
         self._host_compute_cache: list[tuple[int, int]] | None = None
         _ = self._host_compute_spans  # computed once here, shared by every clone
+        self._cols: _Columns | None = None  # set once sealed (`_seal`)
+
+    def _seal(self) -> _Columns:
+        """From here on the changeable fields live in flat columns (what `run` reads) and the
+        nodes and ops are views of them; until then they are plain objects (cheap to build)."""
+        if self._cols is None:
+            self._cols = _Columns.of(self.nodes, self.ops, self._stream_keys())
+            self.nodes = _Entries(self.nodes, self._cols, _NodeView)  # type: ignore[assignment]
+            self.ops = _Entries(self.ops, self._cols, _OpView)  # type: ignore[assignment]
+        return self._cols
+
+    def fork(self) -> Simulation:
+        """A what-if on this simulation: it shares the nodes, ops and columns, and copies a
+        column only when it first changes it, so forking costs nothing and edits to either
+        side never reach the other."""
+        cols = self._seal().fork()
+        new = copy.copy(self)
+        new._cols = cols
+        new.nodes = _Entries(self.nodes.base, cols, _NodeView)
+        new.ops = _Entries(self.ops.base, cols, _OpView)
+        return new
 
     # ----- construction --------------------------------------------------------------------
 
@@ -177,7 +309,10 @@ class Simulation:
         launched: list[tuple[int, int, GpuOp]] = []
         for i, n in enumerate(self.nodes):
             if n.call is not None:
-                for op in sorted(graph.launched(n.call), key=lambda o: o.start_ns):
+                ops = graph.launched(n.call)
+                if len(ops) > 1:
+                    ops = sorted(ops, key=lambda o: o.start_ns)
+                for op in ops:
                     launched.append((i, op.start_ns, op))
         # Streams already busy with work launched before the window (the GPU runs behind): ops
         # whose launch precedes the window or the trace, or that have no traced launch and run
@@ -310,21 +445,23 @@ class Simulation:
 
     def drop_ops(self, op_ids: Iterable[int], keep_fraction: float = 0.0) -> None:
         """Ops fused away (``keep_fraction`` 0) or made cheaper; a dropped op's launch goes too."""
+        c = self._seal()  # written column by column: a fusion can drop most kernels of a step
+        op_dur, op_removed, node_ops = c.own("op_dur"), c.own("op_removed"), c.node_ops
+        dur, gap = (c.own("dur"), c.own("gap")) if keep_fraction == 0.0 else ([], [])
         for op_id in op_ids:
             idx = self.op_index.get(op_id)
             if idx is None:
                 continue
-            o = self.ops[idx]
-            o.dur = int(o.dur * keep_fraction)
+            op_dur[idx] = int(op_dur[idx] * keep_fraction)
             if keep_fraction == 0.0:
-                o.removed = True
-                call = self.graph.launcher(o.op)
+                op_removed[idx] = True
+                call = self.graph.launcher(self.ops.base[idx].op)
                 if call is not None and call.id in self.node_of_call:
-                    node = self.nodes[self.node_of_call[call.id]]
-                    if all(self.ops[j].removed for j in node.ops):
+                    k = self.node_of_call[call.id]
+                    if all(op_removed[j] for j in node_ops[k]):
                         # the launch goes, and with it the framework's dispatch of the op
-                        node.dur = 0
-                        node.gap = max(0, node.gap - min(node.gap, self.dispatch_ns))
+                        dur[k] = 0
+                        gap[k] = max(0, gap[k] - min(gap[k], self.dispatch_ns))
 
     def _measure_dispatch(self) -> int:
         """Host work per launch in this trace: the median host time before a kernel launch
@@ -341,14 +478,14 @@ class Simulation:
             if idx is not None:
                 # two fixes of the same kernel (fused attention, FP8) do not compound: the
                 # faster one wins
-                self.ops[idx].dur = max(0, min(self.ops[idx].dur, int(ns)))
+                self.ops.edit(idx).dur = max(0, min(self.ops[idx].dur, int(ns)))
 
     def unwait(self, call_ids: Iterable[int]) -> None:
         """The calls no longer block the host (the sync is removed or made asynchronous)."""
         for cid in call_ids:
             i = self.node_of_call.get(cid)
             if i is not None:
-                n = self.nodes[i]
+                n = self.nodes.edit(i)
                 n.wait_op = None
                 n.dur = min(n.dur, SYNC_RETURN_NS)
 
@@ -356,8 +493,9 @@ class Simulation:
         for cid, ns in durations.items():
             i = self.node_of_call.get(cid)
             if i is not None:
-                self.nodes[i].dur = max(0, int(ns))
-                self.nodes[i].wait_op = None
+                n = self.nodes.edit(i)
+                n.dur = max(0, int(ns))
+                n.wait_op = None
 
     def scale_host_gaps(self, intervals: Iterable[tuple[int, int]], factor: float) -> None:
         """Host work inside the intervals (between calls) takes ``factor`` of its time.
@@ -366,18 +504,26 @@ class Simulation:
         lies inside an interval is scaled (a data phase without CUDA calls is one long gap that
         ends at the first call after it).
         """
+        import numpy as np  # here, not at the top: most analyses never scale host work
+
         spans = sorted(intervals)
-        for n in self.nodes:
+        if not spans:
+            return
+        cols = self.columns()
+        # The part of [lo, hi) inside the spans is covered(hi) - covered(lo), covered(t) being the
+        # spans' summed length before t: one vectorised pass instead of nodes x spans.
+        obs = np.asarray(cols.obs_start, dtype=np.int64)
+        ovf = np.asarray(cols.overlap_from, dtype=np.int64)
+        origin = min(int(obs[0]), spans[0][0])
+        lo = np.where(ovf >= 0, obs[np.maximum(ovf, 0)], np.asarray(cols.gap_from, dtype=np.int64))
+        cut = _covered(spans, obs - origin, origin) - _covered(spans, lo - origin, origin)
+        for i in np.flatnonzero(cut > 0).tolist():
+            c = int(cut[i])
+            n = self.nodes[i]
             if n.overlap_from is not None:
-                a0, b0 = self.nodes[n.overlap_from].obs_start, n.obs_start
-                cut = sum(max(0, min(b0, b) - max(a0, a)) for a, b in spans)
-                n.overlap_offset -= int(cut * (1 - factor))
-                continue
-            if n.gap <= 0:
-                continue
-            g0, g1 = n.gap_from, n.obs_start
-            cut = sum(max(0, min(g1, b) - max(g0, a)) for a, b in spans)
-            n.gap = max(0, n.gap - int(cut * (1 - factor)))
+                self.nodes.edit(i).overlap_offset -= int(c * (1 - factor))
+            elif n.gap > 0:
+                self.nodes.edit(i).gap = max(0, n.gap - int(c * (1 - factor)))
 
     def to_side_stream(self, op_ids: Iterable[int], durations: dict[int, int] | None = None) -> None:
         """Ops overlap the step on another stream (a prefetched copy) and stop blocking their
@@ -386,13 +532,13 @@ class Simulation:
             idx = self.op_index.get(op_id)
             if idx is None:
                 continue
-            o = self.ops[idx]
+            o = self.ops.edit(idx)
             o.side = True
             if durations and op_id in durations:
                 o.dur = int(durations[op_id])
             call = self.graph.launcher(o.op)
             if call is not None and call.id in self.node_of_call:
-                n = self.nodes[self.node_of_call[call.id]]
+                n = self.nodes.edit(self.node_of_call[call.id])
                 if n.wait_op == idx:
                     n.wait_op = None
                 n.dur = min(n.dur, SYNC_RETURN_NS)
@@ -410,109 +556,221 @@ class Simulation:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
         graph launch, kernels follow each other at the graph's node gap, host waits inside go.
         Host-to-device copies of the input and CPU computation stay as they were."""
-        starts = [n.obs_start for n in self.nodes]  # nodes are in observed start order
+        c = self._seal()  # written column by column: a capture changes most of the window
+        starts, is_call, node_ops = c.obs_start, c.is_call, c.node_ops  # in observed start order
+        dur, gap, wait_op, graphed, graph_head, overlap_from, overlap_offset = (
+            c.own(f) for f in ("dur", "gap", "wait_op", "graphed", "graph_head", "overlap_from",
+                               "overlap_offset"))
+        gap_from = c.gap_from
+        op_graphed, op_gap, op_lat = (c.own(f) for f in ("op_graphed", "op_gap", "op_lat"))
         for a, b in sorted(intervals):
             head = None
             for i in range(bisect_left(starts, a), bisect_left(starts, b)):
-                n = self.nodes[i]
-                if n.call is None or self._is_input_copy(n):
+                if not is_call[i] or self._is_input_copy(self.nodes[i]):
                     continue
-                n.graphed = True
-                n.wait_op = None
+                graphed[i] = True
+                wait_op[i] = -1
                 if head is None:
                     head = i
-                    n.graph_head = True
-                    n.dur = launch_ns
+                    graph_head[i] = True
+                    dur[i] = launch_ns
                 else:
-                    n.dur = 0
+                    dur[i] = 0
                     # A graph replay removes the framework's per-op dispatch and the Python
                     # between ops, not host computation: a long stretch of host work stays
                     # whole, and so does the time of CPU operators inside a short one (an
                     # ``aten::randn`` on a CPU tensor, a ``.numpy()`` round trip).
-                    if n.gap < LONG_HOST_WORK_NS:
-                        n.gap = min(n.gap, self._host_compute_in(n.gap_from, n.obs_start))
-                    n.overlap_offset = 0
-                for j in n.ops:
-                    o = self.ops[j]
-                    o.graphed = True
+                    if gap[i] < LONG_HOST_WORK_NS:
+                        gap[i] = min(gap[i], self._host_compute_in(gap_from[i], starts[i]))
+                    overlap_offset[i] = 0
+                for j in node_ops[i]:
+                    op_graphed[j] = True
                     # a launch-bound kernel now follows its predecessor at the graph's node gap;
                     # a gap the GPU itself showed (a wait on another stream) stays
-                    if o.stream_gap == 0:
-                        o.stream_gap = node_gap_ns
-                    o.launch_lat = self.launch_latency
+                    if op_gap[j] == 0:
+                        op_gap[j] = node_gap_ns
+                    op_lat[j] = self.launch_latency
             # Kernels of a graph become ready when the graph launch is issued.
             if head is not None:
-                for n in self.nodes[head:]:
-                    if n.obs_start >= b:
+                for i in range(head, len(starts)):
+                    if starts[i] >= b:
                         break
-                    if n.graphed:
-                        n.overlap_from = None
+                    if graphed[i]:
+                        overlap_from[i] = -1
 
     # ----- replay ------------------------------------------------------------------------------
 
+    def _stream_keys(self) -> dict[tuple[int, int], int]:
+        keys: dict[tuple[int, int], int] = {}
+        for o in self.ops:
+            keys.setdefault(o.stream, len(keys))
+        for k in self._stream_free_at:
+            keys.setdefault(k, len(keys))
+        return keys
+
+    def columns(self) -> _Columns:
+        """The nodes and ops as flat columns (built afresh while not sealed)."""
+        if self._cols is not None:
+            return self._cols
+        return _Columns.of(self.nodes, self.ops, self._stream_keys())
+
     def run(self) -> Replay:
-        nodes, ops = self.nodes, self.ops
-        start = [0] * len(nodes)
-        end = [0] * len(nodes)
-        op_end = [0] * len(ops)
-        stream_free = dict(self._stream_free_at)
-        carry: dict[tuple[int, int], int] = {}
+        c = self.columns()
+        n_nodes, n_steps = len(c.dur), len(self.steps)
+        frontier_of, ovf, ovo, gap, dur = c.frontier, c.overlap_from, c.overlap_offset, c.gap, c.dur
+        step_start, step_end, head, graphed = c.step, c.step_end, c.graph_head, c.graphed
+        node_ops, wait_op, wake = c.node_ops, c.wait_op, c.wake
+        o_stream, o_dur, o_lat, o_gap, o_side, o_removed = (c.op_stream, c.op_dur, c.op_lat,
+                                                            c.op_gap, c.op_side, c.op_removed)
+        start = [0] * n_nodes
+        end = [0] * n_nodes
+        op_end = [0] * len(o_dur)
+        stream_free: list[int | None] = [None] * len(c.stream_keys)
+        for key, t in self._stream_free_at.items():
+            stream_free[c.stream_keys[key]] = t
+        carry = [0] * len(stream_free)
         # max end of any op launched so far (the GPU-side projection), starting with the work
         # launched before the window that the GPU was still running
         latest_end_launched = max(self._stream_free_at.values(), default=0)
-        starts_at = [0] * len(self.steps)
-        ends_at = [0] * len(self.steps)
-        side_time = [0] * (len(self.steps) + 1)
+        starts_at = [0] * n_steps
+        ends_at = [0] * n_steps
+        side_time = [0] * (n_steps + 1)
         current_step = 0
-        frontier, frontier_obs_end = -1, -(2**62)
         graph_head_start = None
-        t0 = nodes[0].obs_start
-        for i, n in enumerate(nodes):
-            if frontier < 0:
-                s = t0
-            elif n.overlap_from is not None and n.overlap_from >= 0:
-                s = start[n.overlap_from] + n.overlap_offset
-            else:
-                s = end[frontier] + n.gap
-            if n.step is not None:
-                starts_at[n.step] = max(s, latest_end_launched)
-                current_step = n.step
-            if n.step_end is not None:
-                ends_at[n.step_end] = max(s, latest_end_launched)
-            if n.graph_head:
-                graph_head_start = s
-            e = s + n.dur
-            launch_base = graph_head_start if (n.graphed and graph_head_start is not None) else s
-            for j in n.ops:
-                o = ops[j]
-                if o.side or o.removed:
-                    # The op leaves this stream, but a wait before it (a cross-stream event
-                    # the gap encodes) still holds back whatever follows it on the stream, and
-                    # a host sync that waited for it now waits for the stream up to its place.
-                    carry[o.stream] = carry.get(o.stream, 0) + o.stream_gap
-                    if o.side:
-                        side_time[min(current_step, len(self.steps) - 1)] += o.dur
-                    free = stream_free.get(o.stream)
-                    place = launch_base + o.launch_lat
+        s = c.obs_start[0]
+        for i in range(n_nodes):
+            if i:
+                of = ovf[i]
+                s = start[of] + ovo[i] if of >= 0 else end[frontier_of[i]] + gap[i]
+            k = step_start[i]
+            if k >= 0:
+                starts_at[k] = s if s > latest_end_launched else latest_end_launched
+                current_step = k
+            k = step_end[i]
+            if k >= 0:
+                ends_at[k] = s if s > latest_end_launched else latest_end_launched
+            e = s + dur[i]
+            ops = node_ops[i]
+            if ops:
+                if head[i]:
+                    graph_head_start = s
+                launch_base = graph_head_start if (graphed[i] and graph_head_start is not None) else s
+                for j in ops:
+                    st = o_stream[j]
+                    free = stream_free[st]
+                    if o_side[j] or o_removed[j]:
+                        # The op leaves this stream, but a wait before it (a cross-stream event
+                        # the gap encodes) still holds back whatever follows it on the stream,
+                        # and a host sync that waited for it now waits for the stream up to its
+                        # place.
+                        carry[st] += o_gap[j]
+                        if o_side[j]:
+                            side_time[min(current_step, n_steps - 1)] += o_dur[j]
+                        place = launch_base + o_lat[j]
+                        if free is not None and free + carry[st] > place:
+                            place = free + carry[st]
+                        op_end[j] = place
+                        continue
+                    os_ = launch_base + o_lat[j]
                     if free is not None:
-                        place = max(place, free + carry[o.stream])
-                    op_end[j] = place
-                    continue
-                free = stream_free.get(o.stream)
-                os_ = launch_base + o.launch_lat
-                if free is not None:
-                    os_ = max(os_, free + o.stream_gap + carry.pop(o.stream, 0))
-                op_end[j] = os_ + o.dur
-                stream_free[o.stream] = op_end[j]
-                latest_end_launched = max(latest_end_launched, op_end[j])
-            if n.wait_op is not None:
-                e = max(e, op_end[n.wait_op] + n.wake)
-            start[i], end[i] = s, e
-            if n.obs_end >= frontier_obs_end:
-                frontier, frontier_obs_end = i, n.obs_end
+                        ready = free + o_gap[j] + carry[st]
+                        carry[st] = 0
+                        if ready > os_:
+                            os_ = ready
+                    t = os_ + o_dur[j]
+                    op_end[j] = t
+                    stream_free[st] = t
+                    if t > latest_end_launched:
+                        latest_end_launched = t
+            elif head[i]:
+                graph_head_start = s
+            w = wait_op[i]
+            if w >= 0 and op_end[w] + wake[i] > e:
+                e = op_end[w] + wake[i]
+            start[i] = s
+            end[i] = e
         self.replayed = (start, end, op_end)  # kept for inspection (tests, timelines)
         periods = []
-        for k in range(len(self.steps)):
+        for k in range(n_steps):
             periods.append(max(ends_at[k] - starts_at[k], side_time[k]))
         return Replay(tuple(periods))
 
+
+def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
+    """Per t, the summed length of the spans' parts before t (overlapping spans count twice)."""
+    import numpy as np
+
+    a = np.sort(np.asarray([x for x, _ in spans], dtype=np.int64) - origin)
+    b = np.sort(np.asarray([y for _, y in spans], dtype=np.int64) - origin)
+    pa = np.concatenate(([0], np.cumsum(a)))
+    pb = np.concatenate(([0], np.cumsum(b)))
+    na = np.searchsorted(a, t, side="right")
+    nb = np.searchsorted(b, t, side="right")
+    return (na * t - pa[na]) - (nb * t - pb[nb])
+
+
+@dataclass(slots=True)
+class _Columns:
+    """A simulation's nodes and ops as flat lists: what the replay loop reads.
+
+    Forks share the lists; `own` copies one before its first change in this simulation."""
+
+    stream_keys: dict[tuple[int, int], int]
+    obs_start: list[int]
+    is_call: list[bool]
+    frontier: list[int]  # the node whose end the host chain continues from (-1: none)
+    step: list[int]
+    step_end: list[int]
+    node_ops: list[list[int]]
+    op_stream: list[int]
+    dur: list[int]
+    gap: list[int]
+    gap_from: list[int]
+    overlap_from: list[int]
+    overlap_offset: list[int]
+    wait_op: list[int]
+    wake: list[int]
+    graphed: list[bool]
+    graph_head: list[bool]
+    op_dur: list[int]
+    op_lat: list[int]
+    op_gap: list[int]
+    op_side: list[bool]
+    op_graphed: list[bool]
+    op_removed: list[bool]
+    owned: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, nodes: Sequence[_Node], ops: Sequence[_Op], keys: dict[tuple[int, int], int]) -> _Columns:
+        frontier, f, f_end = [], -1, -(2**62)
+        for i, n in enumerate(nodes):  # observed ends never change: the frontier is fixed
+            frontier.append(f)
+            if n.obs_end >= f_end:
+                f, f_end = i, n.obs_end
+        return cls(
+            keys, [n.obs_start for n in nodes], [n.call is not None for n in nodes], frontier,
+            [-1 if n.step is None else n.step for n in nodes],
+            [-1 if n.step_end is None else n.step_end for n in nodes],
+            [n.ops for n in nodes], [keys[o.stream] for o in ops],
+            [n.dur for n in nodes], [n.gap for n in nodes], [n.gap_from for n in nodes],
+            [-1 if n.overlap_from is None else n.overlap_from for n in nodes],
+            [n.overlap_offset for n in nodes],
+            [-1 if n.wait_op is None else n.wait_op for n in nodes],
+            [n.wake for n in nodes], [n.graphed for n in nodes], [n.graph_head for n in nodes],
+            [o.dur for o in ops], [o.launch_lat for o in ops], [o.stream_gap for o in ops],
+            [o.side for o in ops], [o.graphed for o in ops], [o.removed for o in ops],
+        )
+
+    def own(self, name: str) -> list:
+        """Column ``name``, this simulation's own copy, to change."""
+        col = getattr(self, name)
+        if name not in self.owned:
+            col = list(col)
+            setattr(self, name, col)
+            self.owned.add(name)
+        return col
+
+    def fork(self) -> _Columns:
+        new = copy.copy(self)
+        self.owned, new.owned = set(), set()  # shared from now on: both copy before changing
+        return new

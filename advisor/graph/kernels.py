@@ -384,6 +384,7 @@ _GELU_EPILOGUE = re.compile(r"gelu.*(?:gemm|nvjet|xmma|cutlass)|(?:gemm|nvjet|xm
                             r"|epilogue.*gelu|_gelu_|bias_gelu", re.I)
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def is_gelu(name: str) -> bool:
     """A standalone GELU (or bias+GELU) elementwise kernel, not a GEMM with a GELU epilogue."""
     return bool(_GELU.search(name)) and classify_name(name) not in (
@@ -392,10 +393,12 @@ def is_gelu(name: str) -> bool:
     )
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def has_gelu_epilogue(name: str) -> bool:
     return bool(_GELU_EPILOGUE.search(name)) and classify_name(name) is KernelCategory.GEMM
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few names
 def short_name(name: str, limit: int = 90) -> str:
     """A readable kernel name: template arguments and parameter lists dropped."""
     out, depth = [], 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
 
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
@@ -20,20 +21,35 @@ def process_calls(graph: OpGraph, steps: Sequence[Step],
     made during the steps."""
     if not steps:
         return []
+    calls = _steps_calls(graph, steps)
+    return list(calls) if predicate is None else [c for c in calls if predicate(c)]
+
+
+def _steps_calls(graph: OpGraph, steps: Sequence[Step]) -> tuple[ApiCall, ...]:
+    """`process_calls` without a predicate, kept on the graph: rules ask it of the same steps
+    again and again, and each answer is a bisect into the calls plus a pass over the window."""
     pid = steps[0].pid
-    spans = step_intervals(steps)
+    spans = tuple(step_intervals(steps))
+    cache = graph.__dict__.setdefault("_steps_calls", {})
+    key = (pid, spans)
+    if key in cache:
+        return cache[key]
+    starts = graph._call_starts[0]
+    lo = bisect_left(starts, min(a for a, _ in spans))
+    hi = bisect_left(starts, max(b for _, b in spans))
     out = []
     i = 0
-    for c in graph.api_calls:  # sorted by start
+    for c in graph.api_calls[lo:hi]:  # sorted by start
         if c.pid != pid:
             continue
         while i < len(spans) and spans[i][1] <= c.start_ns:
             i += 1
         if i == len(spans):
             break
-        if spans[i][0] <= c.start_ns < spans[i][1] and (predicate is None or predicate(c)):
+        if spans[i][0] <= c.start_ns < spans[i][1]:
             out.append(c)
-    return out
+    cache[key] = result = tuple(out)
+    return result
 
 
 def step_of(steps: Sequence[Step], t_ns: int) -> Step | None:
@@ -52,7 +68,13 @@ def launched_ops(graph: OpGraph, calls: Iterable[ApiCall]) -> list[GpuOp]:
 
 def steps_ops(graph: OpGraph, steps: Sequence[Step]) -> list[GpuOp]:
     """GPU ops launched during the steps by any thread of their process."""
-    return launched_ops(graph, process_calls(graph, steps))
+    if not steps:
+        return []
+    cache = graph.__dict__.setdefault("_steps_ops", {})
+    key = (steps[0].pid, tuple(step_intervals(steps)))
+    if key not in cache:  # kept like `_steps_calls`: several rules ask for the same steps
+        cache[key] = tuple(launched_ops(graph, _steps_calls(graph, steps)))
+    return list(cache[key])
 
 
 def phase_spans(steps: Sequence[Step], phase: str) -> list[tuple[int, int]]:
@@ -75,7 +97,10 @@ def loss_spans(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
 
 
 def inside(t_ns: int, spans: Sequence[tuple[int, int]]) -> bool:
-    return any(a <= t_ns < b for a, b in spans)
+    for a, b in spans:  # noqa: SIM110 - a plain loop is twice as fast; rules call this per call
+        if a <= t_ns < b:
+            return True
+    return False
 
 
 def per_step(total: float, steps: Sequence[Step]) -> float:

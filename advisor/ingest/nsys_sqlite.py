@@ -244,8 +244,11 @@ class _Loader:
         calls: list[ApiCall] = []
         seen: set[tuple[int, int]] = set()
         backtraces: dict[tuple[int, int], ApiCall] = {}
+        names: dict[int, str] = {}  # a window repeats a few hundred call names
         for rowid, start, end, gtid, corr, name_id, ev_class in self._scan(S.RUNTIME, where, params):
-            name = normalize(self.strings.get(name_id))
+            name = names.get(name_id)
+            if name is None:
+                name = names[name_id] = normalize(self.strings.get(name_id))
             pid = S.pid_of(gtid)
             self.global_pids.setdefault(pid, S.global_pid_of(gtid))
             call = ApiCall(rowid, name, start, end, pid, S.tid_of(gtid), corr,

@@ -76,3 +76,23 @@ def test_a_removed_op_keeps_the_stream_order_a_sync_waited_for():
     assert copies
     speedup = ctx.speedup([DropOps(tuple(o.id for o in copies))])
     assert speedup < 1.02  # the copies and their dispatch go; the wait stays
+
+
+def test_a_what_if_never_changes_the_template_it_forked_from(ctx: RuleContext):
+    """What-ifs share the template's columns copy-on-write (issue #17): whatever one changes,
+    the template, and every later what-if, replay as before."""
+    before = ctx.simulation().run()
+    template_cols = {f: list(getattr(ctx._template.columns(), f))
+                     for f in ("dur", "gap", "wait_op", "overlap_from", "op_dur", "op_removed")}
+    ops = steps_ops(ctx.graph, ctx.steps)
+    sim = ctx.simulation()
+    for effect in (DropOps(tuple(o.id for o in ops[::2])),
+                   RemoveWaits(tuple(w.call.id for w in host_waits(ctx.graph))),
+                   ScaleHostWork(tuple((s.cpu_start_ns, s.cpu_end_ns) for s in ctx.steps), 0.5),
+                   CaptureGraph(tuple(graphable_regions(ctx.steps)))):
+        effect.apply(sim)
+    changed = sim.run()
+    assert changed.periods != before.periods
+    assert ctx.simulation().run() == before
+    for f, col in template_cols.items():
+        assert getattr(ctx._template.columns(), f) == col, f

@@ -1,0 +1,92 @@
+"""Every what-if estimate on every real trace we have, for the golden test beside it.
+
+The what-if engine is an optimisation target (issue #17): its results must not move while it gets
+faster. This records, per trace in ``fixtures/`` and ``../shared/traces``, every finding's
+estimate (speedup, low, high, predicted step), the combined estimate, and the replayed baseline
+(observed and unprofiled step periods). The golden file is written only on request, after review:
+
+    python tests/golden/estimates.py --write      # regenerate tests/golden/estimates.json
+    python tests/golden/estimates.py TRACE...     # print the record of some traces
+
+The test (`test_estimates.py`) never rewrites it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED_TRACES = ROOT.parent / "shared" / "traces"
+GOLDEN = Path(__file__).with_name("estimates.json")
+SUFFIXES = (".sqlite", ".sqlite.gz", ".json.gz")
+
+
+def trace_keys() -> list[str]:
+    """Paths of the traces, relative to the repository root (shared ones start with ``../``)."""
+    found = [p for p in (ROOT / "fixtures").rglob("*") if p.name.endswith(SUFFIXES)]
+    if SHARED_TRACES.exists():
+        found += [p for p in SHARED_TRACES.rglob("*") if p.name.endswith(SUFFIXES)]
+    keys = []
+    for p in found:
+        try:
+            keys.append(str(p.relative_to(ROOT)))
+        except ValueError:
+            keys.append("../shared/traces/" + str(p.relative_to(SHARED_TRACES)))
+    return sorted(keys)
+
+
+def _estimate(e) -> dict:
+    return {"speedup": e.speedup, "low": e.low, "high": e.high,
+            "step_ns": e.step_ns, "predicted_step_ns": e.predicted_step_ns}
+
+
+def record(key: str) -> dict:
+    """What the analysis of one trace estimates, or the class of error it stops with."""
+    from advisor.analysis import analyze
+    from advisor.engine.context import RuleContext, analysed_steps
+    from advisor.errors import AdvisorError
+
+    try:
+        analysis = analyze(ROOT / key)
+    except AdvisorError as exc:
+        return {"error": type(exc).__name__}
+    r = analysis.results
+    out: dict = {
+        "steps": r.steps_analysed,
+        "findings": {f"{f.rule}#{i}": _estimate(f.estimate) for i, f in enumerate(
+            sorted(r.findings + r.below_threshold, key=lambda f: (f.rule, f.message)))},
+        "combined": _estimate(r.combined) if r.combined else None,
+        "unprofiled_median_ns": r.unprofiled_median_ns,
+        "unprofiled_mean_ns": r.unprofiled_mean_ns,
+        "profiler_overhead_ns": r.profiler_overhead_ns,
+    }
+    graph = analysis.graph
+    ctx = RuleContext(graph, analysed_steps(graph))
+    if ctx.steps and graph.has_gpu_work:
+        out["observed_periods"] = list(ctx.observed.periods)
+        out["unprofiled_periods"] = list(ctx.baseline.periods)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("traces", nargs="*", help="keys to print (default: all)")
+    parser.add_argument("--write", action="store_true", help=f"rewrite {GOLDEN.name}")
+    args = parser.parse_args()
+    keys = args.traces or trace_keys()
+    data = {}
+    for key in keys:
+        print(key, file=sys.stderr)
+        data[key] = record(key)
+    text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+    if args.write:
+        GOLDEN.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
