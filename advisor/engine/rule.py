@@ -106,6 +106,8 @@ class Estimate:
     mean where the finding is about jitter, see ``basis``) before and after the fix, both
     replayed without the tracing profiler's host overhead: the job as it runs unprofiled.
     ``speedup`` is their ratio; ``low``/``high`` bound it under the model's stated assumptions.
+    Under `advisor profile` the step before the fix is the measured unprofiled step and the
+    replay's relative saving is applied to it (`advisor.capture.baseline`).
     """
 
     step_ns: float
@@ -116,6 +118,9 @@ class Estimate:
     model: str
     assumptions: tuple[str, ...]
     basis: str = "median"  # which step statistic: "median", or "mean" where jitter is the point
+    # "step": the steady step (the fix changes every step); "run": the whole run's wall time per
+    # step (the fix removes time spent outside steady steps: worker restarts, checkpoints)
+    relative_to: str = "step"
 
     @property
     def saved_ns_per_step(self) -> float:

@@ -26,6 +26,8 @@ class RuleResults:
     profiler_overhead_ns: float | None = None  # host time per step the profiler itself added
     unprofiled_median_ns: float | None = None  # the step replayed without that overhead
     unprofiled_mean_ns: float | None = None
+    measured_vs_replay: float | None = None  # (replay - measured) / measured, under profile
+    calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:

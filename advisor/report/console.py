@@ -35,8 +35,15 @@ def render(analysis: Analysis, console: Console) -> None:
             f"{len(s.steps)} analysed. Step time: median [bold]{_ms(s.median_step_ns)}[/], "
             f"mean {_ms(s.mean_step_ns)}; GPU busy {busy:.0%}"
         )
+        m = analysis.measured
+        if m is not None:
+            console.print(
+                f"Unprofiled steps (host clock, {m.count} steps outside the window): median "
+                f"[bold]{_ms(m.median_ns)}[/], mean {_ms(m.mean_ns)}, p10-p90 "
+                f"{_ms(m.p10_ns)}-{_ms(m.p90_ns)}; profiled median {_ms(s.median_step_ns)}. "
+                "Estimates are relative to the measured step.")
         overhead = r.profiler_overhead_ns or 0.0
-        if overhead > 0.05 * s.median_step_ns:
+        if m is None and overhead > 0.05 * s.median_step_ns:
             console.print(f"[dim]The profiler added about {_ms(overhead)} of host time per step; "
                           f"unprofiled, the median step would take about "
                           f"{_ms(s.median_step_ns - overhead)}. Estimates leave it out.[/]")
@@ -56,6 +63,21 @@ def render(analysis: Analysis, console: Console) -> None:
             for name, ns in list(causes.items())[:8]:
                 t.add_row(name, _ms(ns))
             console.print(t)
+    for w in analysis.warnings:
+        console.print(f"[bold yellow]warning:[/] {w}")
+    run = analysis.run
+    if run is not None and run.run_ns > 0:
+        share = run.outside_steady_ns / run.run_ns
+        p = run.parts_ns
+        console.print(
+            f"Whole run: {run.run_ns / 1e9:.2f} s, {run.steps} steps; steady steps "
+            f"{p['steady'] / 1e9:.2f} s, outside steady steps {run.outside_steady_ns / 1e9:.2f} s "
+            f"({share:.0%}), start-up {p['startup'] / 1e9:.2f} s, warm-up {p['warmup'] / 1e9:.2f} s, "
+            f"profiled window {p['profiled'] / 1e9:.2f} s")
+        causes = [(k, v) for k, v in run.causes_ns.items() if v >= 0.005 * run.run_ns]
+        if causes:
+            console.print("  outside steady steps: " + ", ".join(
+                f"{k} {v / 1e9:.2f} s" for k, v in sorted(causes, key=lambda kv: -kv[1])))
     if r.findings:
         t = Table(title="Findings (sorted by estimated speedup)", title_justify="left")
         t.add_column("rule")
@@ -64,11 +86,13 @@ def render(analysis: Analysis, console: Console) -> None:
         t.add_column("fix")
         for f in r.findings:
             e = f.estimate
-            t.add_row(f.rule, f"{e.speedup:.2f}x ({e.low:.2f}-{e.high:.2f})", f.message, f.fix.title)
+            per = " of the run" if e.relative_to == "run" else ""
+            t.add_row(f.rule, f"{e.speedup:.2f}x{per} ({e.low:.2f}-{e.high:.2f})", f.message,
+                      f.fix.title)
         console.print(t)
         if r.combined:
             c = r.combined
-            console.print(f"All fixes together: [bold green]{c.speedup:.2f}x[/] "
+            console.print(f"All step fixes together: [bold green]{c.speedup:.2f}x[/] per step "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
