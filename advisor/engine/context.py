@@ -56,6 +56,11 @@ class RuleContext:
         sim.remove_profiler_overhead()
         return sim
 
+    @property
+    def simulation_template(self) -> Simulation | None:
+        """The analysed steps with the profiler's overhead removed (None without steps)."""
+        return self._template
+
     @cached_property
     def observed(self) -> Replay:
         """The replay of the trace as recorded, profiler overhead included."""

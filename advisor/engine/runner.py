@@ -90,5 +90,8 @@ def run_rules(
         )
     unprofiled = (ctx.baseline.median_ns, ctx.baseline.mean_ns) if profiler_overhead is not None \
         else (None, None)
-    return RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
-                       profiler_overhead, *unprofiled)
+    results = RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
+                          profiler_overhead, *unprofiled)
+    if profiler_overhead is not None and ctx.simulation_template is not None:
+        results.calibration = ctx.simulation_template.calibration.to_dict()
+    return results
