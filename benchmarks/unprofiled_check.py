@@ -108,7 +108,7 @@ def make_nanogpt_data(root: Path, tiny: bool) -> None:
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     # character-level "text": a Markov chain over 65 symbols, so the loss can fall
-    n = 200_000 if tiny else 1_000_000
+    n = 100_000 if tiny else 300_000
     trans = rng.dirichlet(np.full(65, 0.3), size=65)
     seq = np.empty(n, dtype=np.uint16)
     seq[0] = 0

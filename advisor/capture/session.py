@@ -394,7 +394,7 @@ class Session:
         # Starting an iterator (each epoch, unless persistent_workers) starts its worker
         # processes; the first batch then waits for them inside __next__.
         self._time_calls(dataloader_mod.DataLoader, "__iter__", "loader_start",
-                         counts=lambda loader, *a, **k: getattr(loader, "num_workers", 0) > 0)
+                         counts=_starts_workers)
         self._time_calls(torch, "save", "checkpoint")
 
         autograd = torch.autograd
@@ -495,6 +495,14 @@ class Session:
             undo()
         self._undo.clear()
         self.installed = False
+
+
+def _starts_workers(loader: Any, *args: Any, **kwargs: Any) -> bool:
+    """Whether ``iter(loader)`` starts worker processes (persistent ones start only once)."""
+    if getattr(loader, "num_workers", 0) <= 0:
+        return False
+    return not (getattr(loader, "persistent_workers", False)
+                and getattr(loader, "_iterator", None) is not None)
 
 
 _active: Session | None = None
