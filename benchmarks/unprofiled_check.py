@@ -215,6 +215,21 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
     return out
 
 
+ORDER = ("cal-plain", "cal-kineto", "cal-nsys-", "nanogpt-plain", "nanogpt-kineto",
+         "nanogpt-nsys", "timm-", "nanogpt-hooks", "nanogpt-plain2", "nanogpt-hooks2",
+         "uncaptured-cuda-graph-", "unfused-attention-", "cal-kineto-stack", "cal-nsys-pybt-")
+"""Run order of ``--part all`` (one device call): what the table needs first, so a deadline
+cuts the least needed runs."""
+
+
+def ordered(all_jobs: list[dict]) -> list[dict]:
+    def rank(job: dict) -> int:
+        hits = [i for i, p in enumerate(ORDER)
+                if job["name"] == p or (p.endswith("-") and job["name"].startswith(p))]
+        return max(hits) if hits else len(ORDER)
+    return sorted(all_jobs, key=rank)
+
+
 def collect(a: argparse.Namespace) -> int:
     import torch
 
@@ -224,14 +239,16 @@ def collect(a: argparse.Namespace) -> int:
     env_note = {"gpu": torch.cuda.get_device_name(0) if cuda else "cpu",
                 "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC",
                                                                    time.gmtime())}
-    if a.part == "A":
+    if a.part in ("A", "all"):
         make_nanogpt_data(a.ext / "nanoGPT", a.tiny)
-    else:
+    if a.part in ("B", "all"):
         make_images(work / "images", a.tiny)
     t_start = time.time()
     index = []
     nsys = shutil.which("nsys")
-    for job in jobs(a.part, a.ext, work, a.tiny, cuda):
+    todo = jobs(a.part, a.ext, work, a.tiny, cuda) if a.part != "all" else ordered(
+        jobs("A", a.ext, work, a.tiny, cuda) + jobs("B", a.ext, work, a.tiny, cuda))
+    for job in todo:
         if time.time() - t_start > a.deadline:
             index.append({"name": job["name"], "skipped": "deadline"})
             continue
@@ -413,7 +430,7 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect")
     c.add_argument("--out", type=Path, required=True)
-    c.add_argument("--part", choices=["A", "B"], required=True)
+    c.add_argument("--part", choices=["A", "B", "all"], required=True)
     c.add_argument("--ext", type=Path, default=ROOT / "ext")
     c.add_argument("--deadline", type=float, default=480.0)
     c.add_argument("--job-timeout", type=float, default=150.0)
