@@ -66,6 +66,7 @@ class RunAccount:
                             "causes_ms": {k: ms(v) for k, v in s.causes.items()}}
                            for s in self.slow_steps[:50]],
             "loader_restarts": self.loader_restarts,
+            "loader_restart_ms": ms(self.loader_restart_ns),
             "checkpoints": self.checkpoints,
         }
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from advisor.capture.accounting import MIN_RUN_SAVING
 from advisor.capture.settle import SETTLE_BLOCK, SETTLE_MAX_WAIT, settled
 from advisor.capture.steptimes import StepClock, measured_step
 
@@ -42,7 +43,9 @@ def test_unprofiled_steps_are_measured_outside_the_window(epochs_run):
 def test_the_whole_run_is_accounted_for(epochs_run):
     report, _, _ = epochs_run
     run = report["run"]
-    assert run["steps"] == 3 * 40 // 16 * 3 or run["steps"] > 0
+    # 3 epochs of 40 batches; steps run from one optimizer.step() to the next, and the last
+    # one never ends: 119 complete steps
+    assert run["steps"] == 3 * 40 - 1
     parts = run["parts_ms"]
     # every part is a piece of the run's wall time, and together they are all of it
     assert sum(parts.values()) == pytest.approx(run["run_ms"], rel=0.02)
@@ -54,20 +57,17 @@ def test_the_whole_run_is_accounted_for(epochs_run):
 def test_a_significant_restart_cost_is_a_run_relative_finding(epochs_run):
     report, _, _ = epochs_run
     found = {f["rule"]: f for f in report["findings"]}
-    step_findings = [f for f in report["findings"] if f["relative_to"] == "step"]
-    assert all(f["step_ms"] == pytest.approx(report["steps"]["measured"]["median_ms"], rel=1e-3)
-               or f.get("rule") for f in step_findings)
     run = report["run"]
-    restart_ms = found["loader-restarts"]["evidence"]["quantities"]["loader_restart_ns"] / 1e6 \
-        if "loader-restarts" in found else None
-    if restart_ms is not None:
+    assert run["loader_restart_ms"] > 0
+    significant = run["loader_restart_ms"] / run["run_ms"] >= MIN_RUN_SAVING
+    assert ("loader-restarts" in found) == significant
+    if significant:
         f = found["loader-restarts"]
-        assert f["relative_to"] == "run"
-        assert f["category"] == "input"
+        assert (f["relative_to"], f["category"]) == ("run", "input")
         assert "persistent_workers=True" in f["fix"]["snippet"]
         per_step = run["run_ms"] / run["steps"]
-        assert f["estimated_speedup"] == pytest.approx(
-            per_step / (per_step - restart_ms / run["steps"]), rel=1e-3)
+        saved = run["loader_restart_ms"] / run["steps"]
+        assert f["estimated_speedup"] == pytest.approx(per_step / (per_step - saved), rel=2e-3)
 
 
 def test_persistent_workers_leave_nothing_to_restart(tmp_path):
@@ -81,7 +81,7 @@ def test_persistent_workers_leave_nothing_to_restart(tmp_path):
 
 
 def test_reports_show_the_measured_step_and_the_run(epochs_run):
-    report, done, out = epochs_run
+    _, done, out = epochs_run
     assert "Unprofiled steps (host clock" in done.stderr
     assert "Whole run:" in done.stderr
     html = (out / "r.html").read_text()
