@@ -66,6 +66,15 @@ def _finding(f: Finding, category: str) -> dict[str, Any]:
     }
 
 
+def _unchanged_step_ns(analysis: Analysis) -> float:
+    """The step with nothing fixed: measured unprofiled (advisor profile), else replayed."""
+    if analysis.measured is not None:
+        return analysis.measured.median_ns
+    r = analysis.results
+    return r.unprofiled_median_ns if r.unprofiled_median_ns is not None \
+        else analysis.summary.median_step_ns
+
+
 def to_dict(analysis: Analysis) -> dict[str, Any]:
     from advisor.capture.accounting import RUN_CATEGORIES
     from advisor.engine.registry import load_rules
@@ -148,8 +157,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         ],
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
         "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else (
-            _ms(r.unprofiled_median_ns if r.unprofiled_median_ns is not None else s.median_step_ns)
-            if s.steps else None),
+            _ms(_unchanged_step_ns(analysis)) if s.steps else None),
         "model_check": {
             "replay_error": None if r.baseline_error is None else round(r.baseline_error, 4),
             # Host time per step the tracing profiler itself added (estimated); speedups are
