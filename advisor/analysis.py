@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from advisor.config import RuleSettings, resolve
 from advisor.engine.registry import load_rules
@@ -21,6 +22,11 @@ class Analysis:
     summary: Summary
     results: RuleResults
     trace_summary: TraceSummary | None = None  # the whole trace, when there are no steps
+    # Under `advisor profile` only: the measured unprofiled step (advisor.capture.steptimes)
+    # and the whole run's account (advisor.capture.accounting).
+    measured: Any = None
+    run: Any = None
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def steps_source(self) -> str:

@@ -37,8 +37,8 @@ def profile_command(nsys: str, base: Path, child: list[str]) -> list[str]:
 
 
 def child_command(opts, target, args: list[str]) -> list[str]:
-    own = ["--nsys-child", "--wait", str(opts.wait), "--steps", str(opts.steps),
-           "--out", str(opts.out)]
+    own = ["--nsys-child", *(["--wait", str(opts.wait)] if opts.wait is not None else []),
+           "--steps", str(opts.steps), "--out", str(opts.out)]
     if opts.quiet:
         own.append("--quiet")
     tgt = ["-m", target.name] if target.module else [target.name]
@@ -82,4 +82,4 @@ def profile(opts, target, args: list[str], rank) -> int:
     if done.returncode != 0 or not sqlite.exists():
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
         raise CaptureError(f"nsys export failed for {rep}: {' / '.join(tail)}")
-    return runner.report(opts, rank, sqlite, code, status["recorded"], status["complete"])
+    return runner.report(opts, rank, sqlite, code, status["recorded"], status["complete"], status)

@@ -17,7 +17,7 @@ STATUS_NAME = "capture_rank{rank}.json"
 
 @dataclass
 class ProfileOptions:
-    wait: int = 5
+    wait: int | None = None  # None: start recording once the step time has settled
     steps: int = 10
     out: Path = Path("advisor-out")
     json_out: Path | None = None
@@ -34,7 +34,8 @@ class ProfileOptions:
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
-        args = ["--wait", str(self.wait), "--steps", str(self.steps), "--out", str(self.out)]
+        args = ["--wait", str(self.wait)] if self.wait is not None else []
+        args += ["--steps", str(self.steps), "--out", str(self.out)]
         if self.json_out:
             args += ["--json", str(self.json_out)]
         if self.html_out:
@@ -100,7 +101,7 @@ def check_outputs(opts: ProfileOptions, inputs: list[Path] | None = None) -> Non
 
         if importlib.util.find_spec("advisor.report.html_report") is None:
             raise CaptureError("--html: this build of advisor has no HTML report yet; use --json")
-    if opts.wait < 0 or opts.steps < 1:
+    if (opts.wait is not None and opts.wait < 0) or opts.steps < 1:
         raise CaptureError("--wait must be >= 0 and --steps >= 1")
     try:
         os.makedirs(opts.out, exist_ok=True)
@@ -162,7 +163,7 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
         return code
     if not recorder.written:
         return _nothing_recorded(opts, state, code, recorder.error)
-    return report(opts, rank, trace, code, state.recorded, state.complete)
+    return report(opts, rank, trace, code, state.recorded, state.complete, state)
 
 
 def _progress(opts: ProfileOptions, rank: Rank):
@@ -185,6 +186,12 @@ def why_nothing(opts: ProfileOptions, complete: list[int], explicit: bool, optim
         return ("no training steps found: the script never called optimizer.step() of a "
                 "torch.optim optimizer; mark its loop with advisor.capture.step()")
     n = len(complete)
+    if opts.wait is None:
+        from advisor.capture.settle import SETTLE_BLOCK
+
+        return (f"the script ran {n} complete step{'s' if n != 1 else ''}, and the window "
+                f"starts once the step time has settled (at least {2 * SETTLE_BLOCK + 1} "
+                "steps); pin it with --wait N or run more steps")
     return (f"the script ran {n} complete step{'s' if n != 1 else ''}, fewer than the "
             f"{opts.wait + 1} needed to reach the recorded window (--wait {opts.wait}); "
             "lower --wait or run more steps")
@@ -200,8 +207,9 @@ def _nothing_recorded(opts: ProfileOptions, state, code: int, error: str | None)
 
 
 def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: list[int],
-           complete: list[int]) -> int:
-    """Analyse the recorded steps and render them like `advisor analyze`."""
+           complete: list[int], state=None) -> int:
+    """Analyse the recorded steps and render them like `advisor analyze`; ``state`` (the
+    session's state, or the nsys child's status) adds the measured steps and the whole run."""
     talk = not opts.quiet and rank.prints
     if not recorded:
         msg = "the recorded window holds no complete step"
@@ -212,6 +220,11 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
     try:
         progress = _progress(opts, rank)
         analysis = analyze_recorded(trace, recorded, opts, progress)
+        if state is not None:
+            from advisor.capture.baseline import apply_measured
+            from advisor.capture.steptimes import StepClock
+
+            apply_measured(analysis, StepClock.from_state(state))
         render(analysis, opts, rank, talk, progress)
     except AdvisorError as e:
         if code == 0:

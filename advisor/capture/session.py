@@ -17,27 +17,40 @@ With several optimizers the step ends at the last one of the cycle they repeat i
 hooks cannot see use `advisor.capture.step` / `advisor.capture.phase`; once ``step`` is used,
 the optimizer hooks stop cutting steps.
 
-Outside the recorded window every hook is a few attribute checks and an NVTX call that returns
-at once without a tool attached.
+Outside the recorded window every hook is a few attribute checks, an NVTX call that returns at
+once without a tool attached, and at each step boundary one read of the host's monotonic clock
+(``time.perf_counter_ns``, no CUDA synchronization): those readings are the measured step times
+of the unprofiled job (`advisor.capture.steptimes`), and they also decide when the recorded
+window starts (`advisor.capture.settle`). A few rare calls (a DataLoader iterator's start,
+``torch.save``, a forward pass under ``no_grad``) are timed too, to tell where the time between
+steady steps went (`advisor.capture.accounting`).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.capture.marks import Marker, nvtx_backend
+from advisor.capture.settle import SETTLE_MAX_WAIT, settled
 
 DISCOVERY_STEPS = 3
 """Steps during which global module hooks look for the top-level modules before giving up."""
 
 
+HOST_ACTIVITIES = ("data", "loader_start", "eval", "checkpoint")
+"""Host work timed on every step (ns per step): time in a DataLoader iterator's ``__next__``,
+in starting one (``iter(loader)``: worker processes start there), in forward passes with
+autograd off (evaluation), in ``torch.save`` (checkpoints)."""
+
+
 @dataclass
 class WindowPlan:
-    wait: int = 5  # steps before the recorded window
+    wait: int | None = None  # steps before the recorded window; None: until the step settles
     steps: int = 10  # steps recorded
 
 
@@ -55,6 +68,16 @@ class CaptureState:
     optimizers: int = 0  # distinct optimizers in the step cycle, once known
     optimizer_steps: int = 0
     top_modules: list[str] = field(default_factory=list)
+    # Host clock (perf_counter_ns, relative to `run_start_ns`) of every step that ran to its end:
+    # [index, start, end]; a step starts after the window's own start/stop work is done.
+    step_times: list[list[int]] = field(default_factory=list)
+    # Host activities per step, ns (HOST_ACTIVITIES), by step index; -1: outside any step.
+    activity: dict[int, dict[str, int]] = field(default_factory=dict)
+    window_first: int | None = None  # index of the first recorded step
+    window_pinned: bool = False  # the user set --wait
+    settled_at: int | None = None  # step after which the step time was judged settled
+    run_start_ns: int = 0
+    run_end_ns: int | None = None
 
 
 class Session:
@@ -96,6 +119,12 @@ class Session:
         self._undo: list[Callable[[], None]] = []
         self._loss_type: type = torch.nn.modules.loss._Loss
         self.installed = False
+        self._clock = time.perf_counter_ns
+        self._t0 = self._clock()
+        self._step_start = 0
+        self._act: dict[str, int] = {}  # host activities of the open step (or before the first)
+        self._eval_from: int | None = None
+        self._prepared_at: int | None = None
 
     # ----- marks -----------------------------------------------------------------------------
 
@@ -115,27 +144,58 @@ class Session:
             rf = self._profiling() if self.follow_profiler else self.recording
             self._phase_mark = self.marker.open(name, "phase", rf)
 
+    def _window_at(self, n: int) -> tuple[bool, bool]:
+        """Whether step ``n`` is the one before the window (prepare) and the window's first."""
+        plan, st = self.plan, self.state
+        if plan.wait is not None:
+            st.window_pinned = True
+            return n == plan.wait - 1, n == plan.wait
+        if self._prepared_at is None:
+            times = [e - b for _, b, e in st.step_times]
+            if settled(times) or n >= SETTLE_MAX_WAIT:
+                self._prepared_at = n
+                st.settled_at = n
+                return True, False
+            return False, False
+        return False, n == self._prepared_at + 1
+
+    def _flush_activity(self, key: int) -> None:
+        if self._act:
+            into = self.state.activity.setdefault(key, {})
+            for k, v in self._act.items():
+                into[k] = into.get(k, 0) + v
+            self._act = {}
+
+    def add_activity(self, name: str, ns: int) -> None:
+        self._act[name] = self._act.get(name, 0) + ns
+
     def _begin_step(self) -> None:
+        self._flush_activity(-1)  # host work between steps (before the first, explicit gaps)
         n = self._next
         self._next += 1
-        plan, rec, st = self.plan, self.recorder, self.state
-        if rec is not None and not st.window_started:
-            if n == plan.wait - 1:
+        rec, st = self.recorder, self.state
+        if rec is not None and not st.window_started and not st.window_done:
+            prepare, start = self._window_at(n)
+            if prepare:
                 self._guarded(rec.prepare)
-            if n == plan.wait:
-                self._start_window()
+            if start:
+                self._start_window(n)
         self.index = n
         self._step_recorded = self.window_open
         self._step_mark = self.marker.open(f"step {n}", "step", self._profiling())
+        self._step_start = self._clock() - self._t0
 
     def _end_step(self, complete: bool) -> None:
         if self.index < 0:
             return
+        end = self._clock() - self._t0
         self.set_phase(None)
         n = self.index
+        self._flush_activity(n)
         if complete:
             self.marker.close(self._step_mark)
             self.state.complete.append(n)
+            self.state.step_times.append([n, self._step_start, end])
             if self._step_recorded:
                 self.state.recorded.append(n)
         else:
@@ -146,10 +206,11 @@ class Session:
                 self.state.incomplete.append(f"step {n}")
         self._step_mark = None
         self.index = -1
-        if self.window_open and n + 1 >= self.plan.wait + self.plan.steps:
+        first = self.state.window_first
+        if self.window_open and first is not None and n + 1 >= first + self.plan.steps:
             self._stop_window()
 
-    def _start_window(self) -> None:
+    def _start_window(self, first: int) -> None:
         rec, st, plan = self.recorder, self.state, self.plan
         if rec.busy():
             st.window_done = True
@@ -161,8 +222,10 @@ class Session:
             st.window_done = True
             return
         self.window_open = True
+        st.window_first = first
         self.recording = rec.marks_profiler
-        self._status(f"recording steps {plan.wait}-{plan.wait + plan.steps - 1} ({rec.kind})")
+        why = "" if plan.wait is not None else ", the step time has settled"
+        self._status(f"recording steps {first}-{first + plan.steps - 1} ({rec.kind}{why})")
 
     def _stop_window(self) -> None:
         self.recording = False
@@ -244,6 +307,8 @@ class Session:
         is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)  # torch < 2.3
         s = self
         loss_type = self._loss_type
+        clock = self._clock
+        grad_enabled = torch.is_grad_enabled
 
         def opt_pre(opt, args, kwargs):
             if get_ident() != s.tid:
@@ -269,6 +334,8 @@ class Session:
             if is_compiling() or get_ident() != s.tid:
                 return None
             s.depth += 1
+            if s.depth == 1 and s._eval_from is None and not grad_enabled():
+                s._eval_from = clock()  # a forward pass with autograd off: evaluation
             if s.depth == 1 and not (s.in_backward or s.opt_depth or s.in_data
                                      or s._explicit_phases):
                 if isinstance(module, loss_type):
@@ -284,8 +351,12 @@ class Session:
             if is_compiling() or get_ident() != s.tid:
                 return None
             s.depth -= 1
-            if s.depth == 0 and s.phase == "forward":
-                s.set_phase("loss")
+            if s.depth == 0:
+                if s._eval_from is not None:
+                    s.add_activity("eval", clock() - s._eval_from)
+                    s._eval_from = None
+                if s.phase == "forward":
+                    s.set_phase("loss")
             return None
 
         self._module_pre, self._module_post = module_pre, module_post
@@ -300,8 +371,14 @@ class Session:
         orig_next = base_iter.__next__
 
         def __next__(it):
-            if s.in_data or get_ident() != s.tid or s._explicit_phases:
+            if s.in_data or get_ident() != s.tid:
                 return orig_next(it)
+            t = clock()
+            if s._explicit_phases:
+                try:
+                    return orig_next(it)
+                finally:
+                    s.add_activity("data", clock() - t)
             s.in_data = True
             s.set_phase("data")
             try:
@@ -310,10 +387,16 @@ class Session:
                 s.in_data = False
                 if s.phase == "data":
                     s.set_phase(None)
+                s.add_activity("data", clock() - t)
 
         __next__.__wrapped__ = orig_next  # type: ignore[attr-defined]
         base_iter.__next__ = __next__
         self._undo.append(lambda: setattr(base_iter, "__next__", orig_next))
+        # Starting an iterator (each epoch, unless persistent_workers) starts its worker
+        # processes; the first batch then waits for them inside __next__.
+        self._time_calls(dataloader_mod.DataLoader, "__iter__", "loader_start",
+                         counts=_starts_workers)
+        self._time_calls(torch, "save", "checkpoint")
 
         autograd = torch.autograd
         orig_backward = autograd.backward
@@ -339,6 +422,29 @@ class Session:
         autograd.backward = backward
         self._undo.append(lambda: setattr(autograd, "backward", orig_backward))
         self.installed = True
+
+    def _time_calls(self, owner: Any, attr: str, activity: str,
+                    counts: Callable[..., bool] | None = None) -> None:
+        """Wrap ``owner.attr`` so the loop thread's calls of it add to a host activity
+        (those for which ``counts(*args)`` holds, when given)."""
+        orig = getattr(owner, attr)
+        get_ident, clock, s = threading.get_ident, self._clock, self
+
+        def timed(*args, **kwargs):
+            if get_ident() != s.tid or (counts is not None and not counts(*args, **kwargs)):
+                return orig(*args, **kwargs)
+            t = clock()
+            try:
+                return orig(*args, **kwargs)
+            finally:
+                s.add_activity(activity, clock() - t)
+                s.add_activity(activity + "_calls", 1)
+
+        timed.__wrapped__ = orig  # type: ignore[attr-defined]
+        timed.__doc__ = orig.__doc__
+        timed.__name__ = getattr(orig, "__name__", attr)
+        setattr(owner, attr, timed)
+        self._undo.append(lambda: setattr(owner, attr, orig))
 
     def _is_boundary(self, opt: Any) -> bool:
         """Whether this optimizer's step ends a training step (the cycle's last optimizer)."""
@@ -377,6 +483,8 @@ class Session:
             self._end_step(complete=False)
         if self.window_open:
             self._stop_window()
+        self._flush_activity(-1)
+        self.state.run_end_ns = self._clock() - self._t0
         self.uninstall()
 
     def uninstall(self) -> None:
@@ -388,6 +496,14 @@ class Session:
             undo()
         self._undo.clear()
         self.installed = False
+
+
+def _starts_workers(loader: Any, *args: Any, **kwargs: Any) -> bool:
+    """Whether ``iter(loader)`` starts worker processes (persistent ones start only once)."""
+    if getattr(loader, "num_workers", 0) <= 0:
+        return False
+    return not (getattr(loader, "persistent_workers", False)
+                and getattr(loader, "_iterator", None) is not None)
 
 
 _active: Session | None = None

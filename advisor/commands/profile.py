@@ -17,8 +17,9 @@ from advisor.commands.analyze import rule_options
     "profile",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
 )
-@click.option("--wait", default=5, show_default=True, type=click.IntRange(min=0),
-              help="Steps to run before recording (warm-up: compilation, autotuning, allocator).")
+@click.option("--wait", default=None, type=click.IntRange(min=0),
+              help="Steps to run before recording. Default: until the step time has settled "
+                   "(compilation, autotuning, allocator growth over).")
 @click.option("--steps", default=10, show_default=True, type=click.IntRange(min=1),
               help="Steps to record; then profiling stops and the job runs on at full speed.")
 @click.option("--out", "out", default=Path("advisor-out"), show_default=True,
@@ -38,7 +39,7 @@ from advisor.commands.analyze import rule_options
 @click.option("--nsys-child", is_flag=True, hidden=True)
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-def command(wait: int, steps: int, out: Path, json_out: Path | None, html_out: Path | None,
+def command(wait: int | None, steps: int, out: Path, json_out: Path | None, html_out: Path | None,
             nsys: bool, select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
             module: bool, nsys_child: bool, script: str, script_args: tuple[str, ...]) -> int:

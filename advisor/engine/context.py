@@ -60,6 +60,11 @@ class RuleContext:
     def _template(self) -> Simulation | None:
         return self._recorded_and_template[1] if self.steps else None
 
+    @property
+    def simulation_template(self) -> Simulation | None:
+        """The analysed steps with the profiler's overhead removed (None without steps)."""
+        return self._template
+
     @cached_property
     def observed(self) -> Replay:
         """The replay of the trace as recorded, profiler overhead included."""

@@ -109,6 +109,8 @@ class Estimate:
     Every estimate of one report has the same ``step_ns``, the report's baseline step (the
     unprofiled median); a ``basis`` "mean" speedup is applied to it, so no report shows two
     different step times for "the step".
+    Under `advisor profile` the step before the fix is the measured unprofiled step and the
+    replay's relative saving is applied to it (`advisor.capture.baseline`).
     """
 
     step_ns: float
@@ -122,6 +124,9 @@ class Estimate:
     # Why the steps cannot carry an estimate (too few, no warm-up, not a period of the loop):
     # the numbers above are then the model's, not to be shown as a prediction.
     withheld: str | None = None
+    # "step": the steady step (the fix changes every step); "run": the whole run's wall time per
+    # step (the fix removes time spent outside steady steps: worker restarts, checkpoints)
+    relative_to: str = "step"
 
     @property
     def saved_ns_per_step(self) -> float:

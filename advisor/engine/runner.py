@@ -36,6 +36,8 @@ class RuleResults:
         for x in self.skipped:
             out.setdefault(x.reason, []).append(x.rule)
         return list(out.items())
+    measured_vs_replay: float | None = None  # (replay - measured) / measured, under profile
+    calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:
@@ -120,6 +122,9 @@ def run_rules(
         combined = combined_estimate(ctx, findings)
     unprofiled = (ctx.baseline.median_ns, ctx.baseline.mean_ns) if profiler_overhead is not None \
         else (None, None)
-    return RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
-                       profiler_overhead, *unprofiled, ctx.basis,
-                       ctx.baseline_step_ns if ctx.steps else None)
+    results = RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
+                          profiler_overhead, *unprofiled, ctx.basis,
+                          ctx.baseline_step_ns if ctx.steps else None)
+    if profiler_overhead is not None and ctx.simulation_template is not None:
+        results.calibration = ctx.simulation_template.calibration.to_dict()
+    return results

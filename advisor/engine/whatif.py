@@ -67,25 +67,6 @@ step needs (data preparation, CPU-side logic): a CUDA graph replay does not remo
 SYNC_RETURN_NS = 1_500
 """A synchronizing call that finds the GPU already done still costs about this much."""
 
-NSYS_API_OVERHEAD_NS = 11_000
-"""Host time Nsight Systems' tracing adds per CUDA call of the program (nsys 2025.3 with
-cuda,nvtx,osrt,cublas,cudnn traced; H100 host): (median step under nsys - median step without a
-profiler) / program calls per step, in our host-bound captures: uncaptured-cuda-graph/bad 6.9 µs,
-unfused-attention/good 7.6, unfused-attention/bad about 16 (its fixed step's host time bounds
-it), cpu-bound-loss/bad 17.3 (fixtures/scenarios/*/timing.json against nsys.sqlite.gz). The
-median, 11 µs, is used; the spread is why host-bound estimates carry the widest error."""
-KINETO_OP_OVERHEAD_NS = 2_500
-"""Host time torch.profiler (record_shapes=True) adds per recorded operator, same method on the
-Kineto traces: 2.1 to 6.0 µs per ``aten::`` op (rng-bound-dropout/good 2.1, unfused-attention/good
-2.3, uncaptured-cuda-graph/bad 2.9, cpu-bound-loss/bad 6.0); the median is used."""
-KINETO_API_OVERHEAD_NS = 2_000
-"""Host time CUPTI activity tracing adds to each CUDA call under torch.profiler."""
-CALL_FLOOR_NS = 1_000
-"""The least a CUDA call costs the host without a profiler."""
-PROFILER_CALLS = ("cuKernelGetName", "cuKernelGetAttribute", "cuFuncGetName")
-"""Driver calls the profiler itself makes once per launch to name kernels: not the program's."""
-
-
 @dataclass(slots=True)
 class _Node:
     """One host call, or a zero-length step marker, in the process's host chain."""
@@ -365,46 +346,15 @@ class Simulation:
             node.wake = max(0, node.obs_end - w.op.end_ns)
             node.dur = min(node.dur, max(node.wake, SYNC_RETURN_NS))
 
-    def remove_profiler_overhead(self) -> None:
-        """Take the tracing profiler's own host cost out of the timeline (see
-        `_remove_profiler_overhead`); the host work per launch is measured again after it."""
-        self._remove_profiler_overhead()
+    def remove_profiler_overhead(self, calibration=None) -> None:
+        """Take the tracing profiler's own host cost out of the timeline (the calibration
+        detected from the trace unless one is given: `advisor.engine.profiler_cost`); the host
+        work per launch is measured again after it."""
+        from advisor.engine import profiler_cost
+
+        self.calibration = calibration or profiler_cost.detect(self.graph)
+        profiler_cost.remove(self, self.calibration)
         self.dispatch_ns = self._measure_dispatch()
-
-    def _remove_profiler_overhead(self) -> None:
-        """Take the tracing profiler's own host cost out of the timeline.
-
-        A profiler slows the host down (each traced call, each recorded operator) but not the
-        GPU, so a host-bound step looks slower in a trace than it runs, and every fix that frees
-        the host looks better than it is. Subtracting the measured per-event costs makes the
-        replay describe the unprofiled program; the trace's own numbers stay as they were.
-        """
-        fmt = self.graph.info.format
-        api_cost = NSYS_API_OVERHEAD_NS if fmt == "nsys-sqlite" else KINETO_API_OVERHEAD_NS
-        for n in self.nodes:
-            if n.call is None:
-                continue
-            if n.call.name in PROFILER_CALLS:
-                n.dur = 0
-                continue
-            # The cost lands in the call (callbacks on entry and exit) and in the host time
-            # just before it; take it from the call down to a floor, the rest from the gap.
-            floor = min(n.dur, CALL_FLOOR_NS)
-            from_call = 0 if n.wait_op is not None else min(api_cost, n.dur - floor)
-            n.dur -= from_call
-            if n.overlap_from is None:
-                n.gap = max(0, n.gap - (api_cost - from_call))
-        if fmt != "kineto-json":
-            return
-        op_starts = sorted(r.start_ns for r in self.graph.ranges
-                           if r.pid == self.pid and r.source.value == "operator")
-        if not op_starts:
-            return
-        for n in self.nodes:
-            if n.overlap_from is None and n.gap > 0:
-                a, b = n.gap_from, n.obs_start
-                k = bisect_left(op_starts, b) - bisect_left(op_starts, a)
-                n.gap = max(0, n.gap - k * KINETO_OP_OVERHEAD_NS)
 
     def _host_compute_in(self, a: int, b: int) -> int:
         """Host time in [a, b) spent inside CPU-computing operators (`HOST_COMPUTE_OP_NS`)."""

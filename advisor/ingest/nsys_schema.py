@@ -246,6 +246,9 @@ class NsysSchema:
 
     # ----- tables and columns ---------------------------------------------------------------
 
+    def table_names(self) -> list[str]:
+        return list(self._columns)
+
     def _first_present(self, *names: str) -> str | None:
         return next((n for n in names if n in self._columns), None)
 

@@ -393,7 +393,19 @@ class _Loader:
         if cuda.isdigit():
             out["cuda_driver"] = f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}"
         out["nvidia_driver"] = _driver_version(env.get("NvDriverVersion", ""))
+        if self._has_python_backtraces():
+            out["nsys_python_backtrace"] = "yes"  # its host cost differs (profiler_cost)
         return {k: v for k, v in out.items() if v}
+
+    def _has_python_backtraces(self) -> bool:
+        """Whether the capture collected Python backtraces (``--python-backtrace``): nsys
+        writes them to tables named PYTHON_*; an empty such table means none were taken."""
+        for name in self.schema.table_names():
+            if "PYTHON" in name.upper():
+                q = f'SELECT 1 FROM "{name}" LIMIT 1'
+                if self.schema.conn.execute(q).fetchone() is not None:
+                    return True
+        return False
 
     def _notes(self, w: Window, calls: list[ApiCall], ops: list[GpuOp]) -> None:
         notes, totals = self.info.notes, self.info.totals

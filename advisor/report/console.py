@@ -62,8 +62,15 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
         )
         if basis is not None and basis.withheld:
             console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
+        m = analysis.measured
+        if m is not None:
+            console.print(
+                f"Unprofiled steps (host clock, {m.count} steps outside the window): median "
+                f"[bold]{_ms(m.median_ns)}[/], mean {_ms(m.mean_ns)}, p10-p90 "
+                f"{_ms(m.p10_ns)}-{_ms(m.p90_ns)}; profiled median {_ms(s.median_step_ns)}. "
+                "Estimates are relative to the measured step.")
         overhead = r.profiler_overhead_ns or 0.0
-        if overhead > 0.05 * base:
+        if m is None and overhead > 0.05 * base:
             console.print(f"[dim]The tracing profiler added about {_ms(overhead)} of host time "
                           "per step; the step time above and every estimate leave it out.[/]")
         phases = s.phase_medians_ns()
@@ -84,6 +91,21 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
             for name, ns in list(causes.items())[:8]:
                 t.add_row(markup(name), _ms(ns))
             console.print(t)
+    for w in analysis.warnings:
+        console.print(f"[bold yellow]warning:[/] {markup(w)}")
+    run = analysis.run
+    if run is not None and run.run_ns > 0:
+        share = run.outside_steady_ns / run.run_ns
+        p = run.parts_ns
+        console.print(
+            f"Whole run: {run.run_ns / 1e9:.2f} s, {run.steps} steps; steady steps "
+            f"{p['steady'] / 1e9:.2f} s, outside steady steps {run.outside_steady_ns / 1e9:.2f} s "
+            f"({share:.0%}), start-up {p['startup'] / 1e9:.2f} s, warm-up {p['warmup'] / 1e9:.2f} s, "
+            f"profiled window {p['profiled'] / 1e9:.2f} s")
+        causes = [(k, v) for k, v in run.causes_ns.items() if v >= 0.005 * run.run_ns]
+        if causes:
+            console.print("  outside steady steps: " + ", ".join(
+                f"{k} {v / 1e9:.2f} s" for k, v in sorted(causes, key=lambda kv: -kv[1])))
     if r.findings:
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(r.findings, 1):
@@ -91,7 +113,7 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
         withheld = any(f.estimate.withheld for f in r.findings)
         if r.combined and not withheld:
             c = r.combined
-            console.print(f"All fixes together: [bold green]{c.speedup:.2f}x[/] "
+            console.print(f"All step fixes together: [bold green]{c.speedup:.2f}x[/] per step "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
     elif s.steps:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
@@ -101,8 +123,9 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
     e = f.estimate
+    per = " of the run" if e.relative_to == "run" else ""
     speed = (("no estimate", "yellow"), " ") if e.withheld else (
-        (f"{e.speedup:.2f}x", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ")
+        (f"{e.speedup:.2f}x{per}", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ")
     head = Text.assemble((f"{number}. ", "bold"), (plain(f.rule), "bold cyan"), f" {f.code}  ", *speed,
                          (f.confidence.value, "dim"))
     console.print(head)

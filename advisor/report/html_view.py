@@ -165,9 +165,12 @@ def trace_name(path: str) -> str:
 def finding_view(f: dict[str, Any], step_ms: float | None, shown: list[str]) -> dict[str, Any]:
     """A finding of `to_dict` with its numbers formatted; ``shown``: its events in the timeline."""
     ev = f["evidence"]
+    step_ms = f.get("step_ms") or step_ms  # the estimate's own base (measured step, or run)
+    run = f.get("relative_to") == "run"
     return {
         **f,
-        "speedup_text": "no estimate" if f.get("estimate_withheld") else fmt_x(f["estimated_speedup"]),
+        "speedup_text": "no estimate" if f.get("estimate_withheld") else (
+            fmt_x(f["estimated_speedup"]) + (" run" if run else "")),
         "range_text": f"{fmt_x(f['speedup_low'])} – {fmt_x(f['speedup_high'])}",
         "saved_text": fmt_ms(f["saved_ms_per_step"]),
         "saved_share": (f["saved_ms_per_step"] / step_ms) if step_ms and f["saved_ms_per_step"] else 0.0,

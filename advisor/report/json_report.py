@@ -50,6 +50,8 @@ def _finding(f: Finding, category: str) -> dict[str, Any]:
         # Set when the steps cannot carry an estimate: the numbers above are then the model's
         # replay with a range widened down to no gain, not a prediction to rely on.
         "estimate_withheld": e.withheld,
+        "relative_to": e.relative_to,
+        "step_ms": _ms(e.step_ns),
         "model": e.model,
         "assumptions": list(e.assumptions),
         "evidence": {
@@ -112,9 +114,10 @@ def _whole_trace(analysis: Analysis) -> dict[str, Any] | None:
 
 
 def to_dict(analysis: Analysis) -> dict[str, Any]:
+    from advisor.capture.accounting import RUN_CATEGORIES
     from advisor.engine.registry import load_rules
 
-    categories = {r.name: r.category.value for r in load_rules()}
+    categories = {r.name: r.category.value for r in load_rules()} | RUN_CATEGORIES
     g, s, r = analysis.graph, analysis.summary, analysis.results
     info = g.info
     combined = r.combined
@@ -170,7 +173,13 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "counts_per_step": {k: round(v, 3) for k, v in gm.counts.items()},
             "launch_interval_ms": {k: round(v / 1e6, 6) for k, v in gm.launch_interval_ns.items()},
             "ops_per_step": {k: round(v, 3) for k, v in gm.ops.items()},
+            # `advisor profile` only: the unprofiled steps timed by the host clock at each
+            # step boundary outside the recorded window (null for a bare trace).
+            "measured": analysis.measured.to_dict() if analysis.measured is not None else None,
         },
+        # `advisor profile` only: where the whole run's wall time went (null for a bare trace).
+        "run": analysis.run.to_dict() if analysis.run is not None else None,
+        "warnings": list(analysis.warnings),
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
             "top": [
@@ -203,6 +212,11 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             # Host time per step the tracing profiler itself added (estimated); speedups are
             # computed with it removed from both sides.
             "profiler_overhead_ms": _ms(r.profiler_overhead_ns),
+            # (unprofiled replay - measured unprofiled step) / measured, under advisor profile
+            "measured_vs_replay": None if r.measured_vs_replay is None
+            else round(r.measured_vs_replay, 4),
+            # which per-event profiler costs were taken out of the replay
+            "calibration": r.calibration,
         },
     }
 

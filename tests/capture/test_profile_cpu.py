@@ -196,7 +196,8 @@ def _hooks_state():
 
     return (dict(m._global_forward_hooks), dict(m._global_forward_pre_hooks),
             dict(o._global_optimizer_pre_hooks), dict(o._global_optimizer_post_hooks),
-            torch.autograd.backward, d._BaseDataLoaderIter.__next__)
+            torch.autograd.backward, d._BaseDataLoaderIter.__next__, d.DataLoader.__iter__,
+            torch.save)
 
 
 def test_cli_runner_profiles_in_process_and_removes_every_hook(tmp_path):

@@ -1,0 +1,223 @@
+"""Whole-run accounting: the wall time users pay for, not only the steady step.
+
+From the session's host clock at step boundaries and its timed host activities (`HOST_ACTIVITIES`
+in `advisor.capture.session`), the run's wall time splits into: start-up before the first step,
+warm-up steps, the recorded window (advisor's own cost), steady steps, the excess of far-outlier
+steps over the steady step (an epoch boundary where DataLoader workers restart, an evaluation, a
+checkpoint inside one step), time between steps, and the end. The excess is explained by what the
+host was timed doing in those steps; significant causes become findings whose estimates are
+relative to the whole run's throughput (`Estimate.relative_to == "run"`), not to the step.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.capture.steptimes import MeasuredStep, StepClock, far_out_fence
+from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
+
+MIN_RUN_SAVING = 0.02
+"""A whole-run fix that saves under 2% of the run is not reported (the same bar as step fixes)."""
+
+RUN_CATEGORIES = {"loader-restarts": "input", "blocking-checkpoints": "host",
+                  "frequent-evaluation": "host"}
+"""The report categories of the whole-run findings (they are not rule plugins: they need the
+run's clock, which no trace holds)."""
+
+
+@dataclass
+class SlowStep:
+    index: int
+    time_ns: int
+    excess_ns: int
+    causes: dict[str, int]  # cause -> ns of the excess it explains ("other" for the rest)
+
+
+@dataclass
+class RunAccount:
+    run_ns: int
+    steps: int
+    steady_step_ns: float
+    parts_ns: dict[str, int]  # startup, warmup, profiled, steady, slow_steps, between_steps, end
+    causes_ns: dict[str, int]  # what the host did in the time outside steady steps
+    slow_steps: list[SlowStep] = field(default_factory=list)
+    loader_restarts: int = 0
+    loader_restart_ns: int = 0  # loader starts after the first, with their first batch's wait
+    checkpoints: int = 0
+
+    @property
+    def outside_steady_ns(self) -> int:
+        p = self.parts_ns
+        return p["slow_steps"] + p["between_steps"]
+
+    def to_dict(self) -> dict[str, Any]:
+        ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
+        return {
+            "run_ms": ms(self.run_ns),
+            "steps": self.steps,
+            "steady_step_ms": ms(self.steady_step_ns),
+            "parts_ms": {k: ms(v) for k, v in self.parts_ns.items()},
+            "outside_steady_ms": ms(self.outside_steady_ns),
+            "outside_steady_causes_ms": {k: ms(v) for k, v in self.causes_ns.items()},
+            "slow_steps": [{"step": s.index, "time_ms": ms(s.time_ns), "excess_ms": ms(s.excess_ns),
+                            "causes_ms": {k: ms(v) for k, v in s.causes.items()}}
+                           for s in self.slow_steps[:50]],
+            "loader_restarts": self.loader_restarts,
+            "loader_restart_ms": ms(self.loader_restart_ns),
+            "checkpoints": self.checkpoints,
+        }
+
+
+def _explain(excess: int, act: dict[str, int], data_typical: float) -> dict[str, int]:
+    """Split a step's excess over the steady step among what the host was timed doing."""
+    left = excess
+    out: dict[str, int] = {}
+    wants = [("checkpoint", act.get("checkpoint", 0)), ("eval", act.get("eval", 0)),
+             ("loader_start", act.get("loader_start", 0)),
+             ("data", max(0, act.get("data", 0) - int(data_typical)))]
+    for name, ns in wants:
+        take = min(left, ns)
+        if take > 0:
+            out[name] = take
+            left -= take
+    if left > 0:
+        out["other"] = left
+    return out
+
+
+def account(clock: StepClock, measured: MeasuredStep | None) -> RunAccount | None:
+    """The run's wall time split into its parts (None without a step or an end time)."""
+    times = sorted(clock.times)
+    if not times or clock.run_end_ns is None:
+        return None
+    w = clock.window
+    near_window = (lambda i: w[0] - 1 <= i <= w[1] + 1) if w else (lambda i: False)
+    warm = (lambda i: i <= clock.settled_at) if clock.settled_at is not None else (lambda i: False)
+    rest = [(i, e - b) for i, b, e in times if not near_window(i) and not warm(i)]
+    if measured is not None:
+        typical = measured.median_ns
+    elif rest:
+        typical = float(statistics.median(ns for _, ns in rest))
+    else:
+        typical = float(statistics.median(e - b for _, b, e in times))
+    fence = far_out_fence([ns for _, ns in rest]) if len(rest) >= 4 else float("inf")
+    data = [clock.activity.get(i, {}).get("data", 0) for i, _ in rest]
+    data_typical = float(statistics.median(data)) if data else 0.0
+    parts = dict.fromkeys(("startup", "warmup", "profiled", "steady", "slow_steps",
+                           "between_steps", "end"), 0)
+    parts["startup"] = times[0][1]
+    parts["end"] = max(0, clock.run_end_ns - times[-1][2])
+    causes: dict[str, int] = {}
+    slow: list[SlowStep] = []
+    for k, (i, b, e) in enumerate(times):
+        ns = e - b
+        if near_window(i):
+            parts["profiled"] += ns
+        elif warm(i):
+            parts["warmup"] += ns
+        elif ns > fence:
+            excess = int(ns - typical)
+            parts["steady"] += ns - excess
+            parts["slow_steps"] += excess
+            why = _explain(excess, clock.activity.get(i, {}), data_typical)
+            slow.append(SlowStep(i, ns, excess, why))
+            for c, v in why.items():
+                causes[c] = causes.get(c, 0) + v
+        else:
+            parts["steady"] += ns
+        if k + 1 < len(times):
+            gap = times[k + 1][1] - e
+            if near_window(i) or near_window(times[k + 1][0]):
+                parts["profiled"] += gap  # the window's own start and stop work
+            else:
+                parts["between_steps"] += gap
+                if gap > 0:
+                    causes["between steps"] = causes.get("between steps", 0) + gap
+    starts = sorted((i, a.get("loader_start_calls", 0), a.get("loader_start", 0), a.get("data", 0))
+                    for i, a in clock.activity.items() if a.get("loader_start_calls", 0))
+    restarts, restart_ns = 0, 0
+    for n, (i, calls, ns, data_ns) in enumerate(starts):
+        first = 1 if n == 0 else 0  # the very first start is paid once, persistent or not
+        if calls - first <= 0:
+            continue
+        share = (calls - first) / calls
+        restarts += calls - first
+        wait = max(0.0, data_ns - data_typical) if i >= 0 else 0.0
+        restart_ns += int(share * (ns + wait))
+    checkpoints = sum(a.get("checkpoint_calls", 0) for a in clock.activity.values())
+    return RunAccount(int(clock.run_end_ns), len(times), typical, parts, causes, slow,
+                      restarts, restart_ns, checkpoints)
+
+
+def _estimate(acc: RunAccount, saved: float, low_saved: float, model: str,
+              assumptions: Iterable[str]) -> Estimate:
+    per = acc.run_ns / max(1, acc.steps)
+    after = (acc.run_ns - saved) / max(1, acc.steps)
+    low_after = (acc.run_ns - low_saved) / max(1, acc.steps)
+    return Estimate(step_ns=per, predicted_step_ns=after, speedup=per / after,
+                    low=per / low_after, high=per / after, model=model,
+                    assumptions=tuple(assumptions), basis="mean", relative_to="run")
+
+
+def run_findings(acc: RunAccount | None) -> list[Finding]:
+    """Findings about time outside steady steps, each estimated against the whole run."""
+    if acc is None or acc.run_ns <= 0:
+        return []
+    out: list[Finding] = []
+    steps = tuple(s.index for s in acc.slow_steps[:20])
+    share = lambda ns: ns / acc.run_ns  # noqa: E731
+    if acc.loader_restarts and share(acc.loader_restart_ns) >= MIN_RUN_SAVING:
+        out.append(Finding(
+            rule="loader-restarts", code="RUN001",
+            message=(f"DataLoader workers were started {acc.loader_restarts} more time(s) after "
+                     f"the first, costing {acc.loader_restart_ns / 1e9:.2f} s "
+                     f"({share(acc.loader_restart_ns):.0%} of the run): each new iterator starts "
+                     "its worker processes and waits for their first batches"),
+            evidence=Evidence(steps=steps, quantities={
+                "loader_restarts": acc.loader_restarts,
+                "loader_restart_ns": acc.loader_restart_ns, "run_ns": acc.run_ns}),
+            fix=Fix(title="Keep the DataLoader's workers alive between epochs",
+                    snippet="loader = DataLoader(dataset, ..., num_workers=N, "
+                            "persistent_workers=True)", kind="config"),
+            estimate=_estimate(acc, acc.loader_restart_ns, 0.5 * acc.loader_restart_ns,
+                               "whole run wall time less the measured worker start-up and "
+                               "first-batch wait of every iterator after the first",
+                               ("with persistent workers the first batch of an epoch is "
+                                "prefetched like any other",)),
+            confidence=Confidence.MODELED))
+    ckpt = sum(a for c, a in acc.causes_ns.items() if c == "checkpoint")
+    if acc.checkpoints and share(ckpt) >= MIN_RUN_SAVING:
+        out.append(Finding(
+            rule="blocking-checkpoints", code="RUN002",
+            message=(f"{acc.checkpoints} torch.save call(s) blocked the loop for "
+                     f"{ckpt / 1e9:.2f} s ({share(ckpt):.0%} of the run)"),
+            evidence=Evidence(steps=steps, quantities={"checkpoints": acc.checkpoints,
+                                                       "checkpoint_ns": ckpt, "run_ns": acc.run_ns}),
+            fix=Fix(title="Checkpoint less often, or asynchronously",
+                    snippet="import torch.distributed.checkpoint as dcp\n"
+                            "future = dcp.async_save(state_dict, checkpoint_id=path)  "
+                            "# training goes on; future.result() before the next save"),
+            estimate=_estimate(acc, ckpt, 0.5 * ckpt,
+                               "whole run wall time less the measured time the loop spent in "
+                               "torch.save (high: fully asynchronous; low: half as often)",
+                               ("the state is copied off the GPU quickly relative to writing it",)),
+            confidence=Confidence.MODELED))
+    ev = acc.causes_ns.get("eval", 0)
+    if share(ev) >= 2 * MIN_RUN_SAVING:  # halving the evaluation saves half of it
+        out.append(Finding(
+            rule="frequent-evaluation", code="RUN003",
+            message=(f"evaluation passes took {ev / 1e9:.2f} s ({share(ev):.0%} of the run) "
+                     "between training steps"),
+            evidence=Evidence(steps=steps, quantities={"eval_ns": ev, "run_ns": acc.run_ns}),
+            fix=Fix(title="Evaluate half as often (or on fewer batches)",
+                    snippet="eval_interval *= 2  # or: fewer evaluation batches per pass",
+                    kind="config"),
+            estimate=_estimate(acc, 0.5 * ev, 0.25 * ev,
+                               "whole run wall time less half the measured evaluation time",
+                               ("evaluation cost scales with how often and on how much data "
+                                "it runs",)),
+            confidence=Confidence.HEURISTIC))
+    return out

@@ -1,0 +1,188 @@
+"""Workloads that calibrate the profilers' host cost per CUDA call and per traced operator.
+
+Launch-bound on purpose (every microsecond of host time is step time), built only for the
+calibration, so that the checks in `unprofiled_check.py` (nanoGPT, timm, the scenarios) run on
+captures disjoint from the fit. Three workloads with different mixes of framework operators and
+CUDA calls, so the two costs can be told apart:
+
+    chain   tiny elementwise ops, one kernel each (one operator : one launch)
+    views   each kernel among three view/reshape operators that launch nothing
+    mlp     a narrow MLP trained with per-parameter (for-loop) AdamW: autograd, optimizer
+
+One process per (mode): ``plain`` times every workload without a profiler (host clock per step,
+CUDA synchronised at the ends of the block); ``kineto`` / ``kineto-stack`` record each workload's
+window with torch.profiler (record_shapes=True, with_stack False/True: `advisor profile`'s own
+setting is the first); ``nsys`` runs one workload between cudaProfilerStart/Stop for
+``nsys profile --capture-range=cudaProfilerApi``. Steps are marked with `advisor.capture.step`
+(NVTX, and record_function while torch.profiler records), as a user would.
+
+    python benchmarks/profiler_calibration.py --mode plain --out DIR
+    python benchmarks/profiler_calibration.py --mode kineto --out DIR
+    nsys profile ... python benchmarks/profiler_calibration.py --mode nsys --workload mlp --out DIR
+
+`unprofiled_check.py collect` runs these on the H100; `unprofiled_check.py fit` fits the costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+WORKLOADS = ("chain", "views", "mlp")
+WARM, TIMED, TRACED = 30, 60, 8
+
+
+def build(name: str, dev, tiny: bool):
+    import torch
+    from torch import nn
+
+    n = 40 if tiny else 300
+    if name == "chain":
+        x0 = torch.randn(1024, device=dev)
+
+        def step():
+            x = x0
+            for _ in range(n):
+                x = x * 1.0001 + 0.001
+            return x
+        return step
+    if name == "views":
+        x0 = torch.randn(64, 64, device=dev)
+
+        def step():
+            x = x0
+            for _ in range(n // 2):
+                x = x.view(4096).view(64, 64).t().contiguous()
+            return x
+        return step
+    layers = []
+    for _ in range(4 if tiny else 24):
+        layers += [nn.Linear(256, 256), nn.GELU()]
+    model = nn.Sequential(*layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False)
+    xb = torch.randn(64, 256, device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = model(xb).square().mean()
+        loss.backward()
+        opt.step()
+    return step
+
+
+def sync(dev) -> None:
+    import torch
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def run_plain(step, dev, steps: int) -> dict:
+    times = []
+    sync(dev)
+    t0 = last = time.perf_counter_ns()
+    for _ in range(steps):
+        step()
+        now = time.perf_counter_ns()
+        times.append(now - last)
+        last = now
+    sync(dev)
+    total = time.perf_counter_ns() - t0
+    ms = [t / 1e6 for t in times]
+    return {"median_ms": statistics.median(ms), "mean_ms": total / 1e6 / steps,
+            "per_step_ms": ms}
+
+
+def run_kineto(step, dev, steps: int, stack: bool, trace: Path) -> dict:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import advisor.capture as ac
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+    times = []
+    with profile(activities=acts, record_shapes=True, with_stack=stack) as prof:
+        sync(dev)
+        last = time.perf_counter_ns()
+        for _ in range(steps):
+            with ac.step():
+                step()
+            now = time.perf_counter_ns()
+            times.append((now - last) / 1e6)
+            last = now
+        sync(dev)
+    raw = trace.with_suffix("")
+    prof.export_chrome_trace(str(raw))
+    with raw.open("rb") as src, gzip.open(trace, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
+    del torch
+    return {"median_ms": statistics.median(times[1:]), "per_step_ms": times}
+
+
+def run_nsys(step, dev, steps: int) -> dict:
+    import torch
+
+    import advisor.capture as ac
+
+    times = []
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    last = time.perf_counter_ns()
+    for _ in range(steps):
+        with ac.step():
+            step()
+        now = time.perf_counter_ns()
+        times.append((now - last) / 1e6)
+        last = now
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+    return {"median_ms": statistics.median(times[1:]), "per_step_ms": times}
+
+
+def main() -> int:
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", required=True, choices=["plain", "kineto", "kineto-stack", "nsys"])
+    ap.add_argument("--workload", choices=WORKLOADS, action="append")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tiny", action="store_true", help="small sizes for a CPU smoke run")
+    a = ap.parse_args()
+    dev = torch.device(a.device)
+    a.out.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for name in a.workload or WORKLOADS:
+        torch.manual_seed(0)
+        step = build(name, dev, a.tiny)
+        for _ in range(WARM if not a.tiny else 3):
+            step()
+        sync(dev)
+        if a.mode == "plain":
+            r = run_plain(step, dev, TIMED if not a.tiny else 10)
+        elif a.mode == "nsys":
+            r = run_nsys(step, dev, TRACED)
+        else:
+            r = run_kineto(step, dev, TRACED, a.mode == "kineto-stack",
+                           a.out / f"{name}-{a.mode}.json.gz")
+        results[name] = r
+        print(f"calibration {a.mode} {name}: median {r['median_ms']:.3f} ms", flush=True)
+    tag = a.mode if a.mode != "nsys" else f"nsys-{'-'.join(a.workload or WORKLOADS)}"
+    (a.out / f"{tag}.json").write_text(json.dumps(
+        {"mode": a.mode, "device": str(dev), "torch": torch.__version__,
+         "gpu": torch.cuda.get_device_name(0) if dev.type == "cuda" else "cpu",
+         "env": {k: v for k, v in os.environ.items() if k.startswith("ADVISOR_")},
+         "results": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,446 @@
+"""The step time users see vs what advisor reports: measured, and predicted from nsys and
+torch.profiler traces, on launch-bound, GPU-bound and loader-bound training.
+
+Two halves. ``collect`` runs on the H100 (device tool): for each workload the script's own
+step time without advisor (from its own log), then `advisor profile` (torch.profiler window) and
+`advisor profile --nsys`, keeping their JSON results and traces; plus the profiler-calibration
+captures (`profiler_calibration.py`), plus runs that time `advisor profile`'s hooks with no window
+(``--wait 100000``) against plain runs. ``fit`` and ``table`` run anywhere (no GPU, no torch):
+``fit`` fits the per-call and per-operator profiler costs on the calibration captures only;
+``table`` re-analyses every workload trace as a bare trace (`advisor analyze`) and prints, per
+workload, the script's figure, advisor's measured unprofiled step, and the unprofiled step
+predicted from the nsys and the torch.profiler trace, each with its error.
+
+    python benchmarks/unprofiled_check.py collect --out /tmp/res --part A   # on the H100
+    python benchmarks/unprofiled_check.py fit RESULTS_DIR
+    python benchmarks/unprofiled_check.py table RESULTS_DIR [RESULTS_DIR ...]
+
+Public scripts run unmodified, configured only through their own command lines: karpathy/nanoGPT
+``train.py config/train_shakespeare_char.py --compile=False`` (launch-bound: hundreds of short
+kernels per iteration; token files synthesised with numpy) and timm's ``train.py`` (resnet18 fed
+by a 2-worker DataLoader over synthesised JPEGs: loader-bound), found under ``--ext DIR``
+(``DIR/nanoGPT``, ``DIR/timm``; fetched, never committed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+NSYS_FLAGS = ["-t", "cuda,nvtx,osrt,cublas,cudnn", "--sample=none", "--cpuctxsw=none",
+              "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-f", "true"]
+PYBT_FLAGS = ["--python-backtrace=cuda"]
+TOLERANCE = 0.10
+
+
+# ----- the scripts' own figures ------------------------------------------------------------------
+
+NANOGPT_ITER = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.M)
+TIMM_TRAIN = re.compile(r"Train: (\d+) \[\s*(\d+)/\d+ .*?Time: ([\d.]+)s,")
+
+
+def nanogpt_figure(log: str, skip: int = 10) -> dict | None:
+    ms = [float(t) for i, t in NANOGPT_ITER.findall(log) if int(i) >= skip]
+    return _fig(ms)
+
+
+def timm_figure(log: str) -> dict | None:
+    ms = [float(t) * 1e3 for _, idx, t in TIMM_TRAIN.findall(log) if int(idx) >= 2]
+    return _fig(ms)
+
+
+def _fig(ms: list[float]) -> dict | None:
+    if len(ms) < 3:
+        return None
+    return {"median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms), "n": len(ms)}
+
+
+# ----- collect (on the GPU machine) --------------------------------------------------------------
+
+
+def _py() -> list[str]:
+    return [sys.executable]
+
+
+def _advisor() -> list[str]:
+    return [sys.executable, "-m", "advisor.cli"]
+
+
+def _run(cmd: list[str], cwd: Path, log: Path, timeout: float) -> int:
+    t0 = time.time()
+    with log.open("w") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        try:
+            rc = subprocess.call(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = 124
+        f.write(f"\n[rc {rc}, {time.time() - t0:.1f} s]\n")
+    return rc
+
+
+def _gzip(path: Path) -> Path | None:
+    if not path.exists():
+        return None
+    gz = path.with_name(path.name + ".gz")
+    with path.open("rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    path.unlink()
+    return gz
+
+
+def make_nanogpt_data(root: Path, tiny: bool) -> None:
+    import pickle
+
+    import numpy as np
+
+    d = root / "data" / "shakespeare_char"
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    # character-level "text": a Markov chain over 65 symbols, so the loss can fall
+    n = 100_000 if tiny else 300_000
+    trans = rng.dirichlet(np.full(65, 0.3), size=65)
+    seq = np.empty(n, dtype=np.uint16)
+    seq[0] = 0
+    u = rng.random(n)
+    cdf = trans.cumsum(1)
+    for i in range(1, n):
+        seq[i] = min(64, int(np.searchsorted(cdf[seq[i - 1]], u[i])))
+    split = int(0.9 * n)
+    seq[:split].tofile(d / "train.bin")
+    seq[split:].tofile(d / "val.bin")
+    chars = [chr(32 + i) for i in range(65)]
+    with (d / "meta.pkl").open("wb") as f:
+        pickle.dump({"vocab_size": 65, "itos": dict(enumerate(chars)),
+                     "stoi": {c: i for i, c in enumerate(chars)}}, f)
+
+
+def make_images(root: Path, tiny: bool) -> None:
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    classes, per, size = (4, 24, 64) if tiny else (16, 80, 256)
+    for split, n in (("train", per), ("validation", max(4, per // 5))):
+        for c in range(classes):
+            d = root / split / f"c{c:02d}"
+            d.mkdir(parents=True, exist_ok=True)
+            for k in range(n):
+                small = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
+                img = Image.fromarray(small).resize((size, size), Image.BILINEAR)
+                img.save(d / f"{k:04d}.jpg", quality=90)
+
+
+def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]:
+    """(name, kind, cwd, command) of each run, in order; a run's files go to work/name."""
+    out: list[dict] = []
+    cal = [*_py(), str(HERE / "profiler_calibration.py")]
+    tiny_flag = ["--tiny"] if tiny else []
+    nano = ext / "nanoGPT"
+    nano_args = ["train.py", "config/train_shakespeare_char.py", "--compile=False",
+                 "--log_interval=1", "--eval_interval=100", "--eval_iters=20",
+                 f"--max_iters={60 if tiny else 400}", f"--out_dir={work / 'nanogpt-out'}"]
+    if tiny:
+        nano_args += ["--device=cpu", "--n_layer=2", "--n_embd=64", "--n_head=2",
+                      "--block_size=32", "--batch_size=4", "--dtype=float32"]
+    timm = ext / "timm"
+    timm_args = ["train.py", "--data-dir", str(work / "images"), "--model", "resnet18",
+                 "-b", "16" if tiny else "64", "--epochs", "3" if tiny else "5", "-j", "2",
+                 "--log-interval", "1", "--checkpoint-hist", "1", "--warmup-epochs", "0",
+                 "--output", str(work / "timm-out")]
+    if tiny:
+        timm_args += ["--device", "cpu", "--img-size", "32", "--no-prefetcher"]
+    prof = ["profile", "-q", "--steps", "8"]
+    if part == "A":
+        out.append({"name": "cal-plain", "kind": "cal", "cmd": [*cal, "--mode", "plain",
+                                                                  *tiny_flag]})
+        out.append({"name": "cal-kineto", "kind": "cal", "cmd": [*cal, "--mode", "kineto",
+                                                                   *tiny_flag]})
+        out.append({"name": "cal-kineto-stack", "kind": "cal",
+                    "cmd": [*cal, "--mode", "kineto-stack", *tiny_flag]})
+        if cuda:
+            for flags, tag in ((NSYS_FLAGS, "nsys"), (NSYS_FLAGS + PYBT_FLAGS, "nsys-pybt")):
+                for w in ("chain", "views", "mlp"):
+                    out.append({"name": f"cal-{tag}-{w}", "kind": "cal-nsys", "flags": flags,
+                                "cmd": [*cal, "--mode", "nsys", "--workload", w]})
+        out.append({"name": "nanogpt-plain", "kind": "nanogpt", "cwd": nano,
+                    "cmd": [*_py(), *nano_args]})
+        out.append({"name": "nanogpt-hooks", "kind": "nanogpt", "cwd": nano,
+                    "cmd": [*_advisor(), "profile", "-q", "--wait", "100000", "--out", "{dir}",
+                            *_py()[1:], *nano_args]})
+        out.append({"name": "nanogpt-plain2", "kind": "nanogpt", "cwd": nano,
+                    "cmd": [*_py(), *nano_args]})
+        out.append({"name": "nanogpt-hooks2", "kind": "nanogpt", "cwd": nano,
+                    "cmd": [*_advisor(), "profile", "-q", "--wait", "100000", "--out", "{dir}",
+                            *nano_args]})
+        out.append({"name": "nanogpt-kineto", "kind": "nanogpt", "cwd": nano,
+                    "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json", "{dir}/advisor.json",
+                            *nano_args]})
+        if cuda:
+            out.append({"name": "nanogpt-nsys", "kind": "nanogpt", "cwd": nano,
+                        "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
+                                "{dir}/advisor.json", *nano_args]})
+    if part == "B":
+        for wl in ("timm",):
+            out.append({"name": f"{wl}-plain", "kind": wl, "cwd": timm,
+                        "cmd": [*_py(), *timm_args]})
+            out.append({"name": f"{wl}-kineto", "kind": wl, "cwd": timm,
+                        "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json",
+                                "{dir}/advisor.json", *timm_args]})
+            if cuda:
+                out.append({"name": f"{wl}-nsys", "kind": wl, "cwd": timm,
+                            "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
+                                    "{dir}/advisor.json", *timm_args]})
+        if cuda:
+            for sc in ("uncaptured-cuda-graph", "unfused-attention"):
+                script = HERE / "scenarios" / sc / "scenario.py"
+                out.append({"name": f"{sc}-plain", "kind": "scenario", "cwd": work,
+                            "cmd": [*_py(), str(HERE / "scenarios" / "harness.py"), "timing",
+                                    "--scenario", sc, "--variant", "bad", "--out", "{dir}"]})
+                for tag, extra in (("kineto", []), ("nsys", ["--nsys"])):
+                    out.append({"name": f"{sc}-{tag}", "kind": "scenario", "cwd": work,
+                                "cmd": [*_advisor(), *prof, *extra, "--out", "{dir}", "--json",
+                                        "{dir}/advisor.json", str(script), "--variant", "bad",
+                                        "--steps", "150"]})
+    return out
+
+
+ORDER = ("cal-plain", "cal-kineto", "cal-nsys-", "nanogpt-plain", "nanogpt-kineto",
+         "nanogpt-nsys", "timm-", "nanogpt-hooks", "nanogpt-plain2", "nanogpt-hooks2",
+         "uncaptured-cuda-graph-", "unfused-attention-", "cal-kineto-stack", "cal-nsys-pybt-")
+"""Run order of ``--part all`` (one device call): what the table needs first, so a deadline
+cuts the least needed runs."""
+
+
+def ordered(all_jobs: list[dict]) -> list[dict]:
+    def rank(job: dict) -> int:
+        hits = [i for i, p in enumerate(ORDER)
+                if job["name"] == p or (p.endswith("-") and job["name"].startswith(p))]
+        return max(hits) if hits else len(ORDER)
+    return sorted(all_jobs, key=rank)
+
+
+def collect(a: argparse.Namespace) -> int:
+    import torch
+
+    cuda = torch.cuda.is_available()
+    work = a.out
+    work.mkdir(parents=True, exist_ok=True)
+    env_note = {"gpu": torch.cuda.get_device_name(0) if cuda else "cpu",
+                "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC",
+                                                                   time.gmtime())}
+    if a.part in ("A", "all"):
+        make_nanogpt_data(a.ext / "nanoGPT", a.tiny)
+    if a.part in ("B", "all"):
+        make_images(work / "images", a.tiny)
+    t_start = time.time()
+    index = []
+    nsys = shutil.which("nsys")
+    todo = jobs(a.part, a.ext, work, a.tiny, cuda) if a.part != "all" else ordered(
+        jobs("A", a.ext, work, a.tiny, cuda) + jobs("B", a.ext, work, a.tiny, cuda))
+    for job in todo:
+        if time.time() - t_start > a.deadline:
+            index.append({"name": job["name"], "skipped": "deadline"})
+            continue
+        d = work / job["name"]
+        d.mkdir(exist_ok=True)
+        cmd = [c.replace("{dir}", str(d)) for c in job["cmd"]]
+        cwd = job.get("cwd", work)  # not the repo root: the installed advisor is imported
+        if job["kind"] == "cal-nsys":
+            if nsys is None:
+                index.append({"name": job["name"], "skipped": "no nsys"})
+                continue
+            cmd = [nsys, "profile", *job["flags"], "-o", str(d / "nsys"), *cmd, "--out", str(d)]
+        elif job["kind"] == "cal":
+            cmd = [*cmd, "--out", str(d)]
+        t0 = time.time()
+        rc = _run(cmd, Path(cwd), d / "log.txt", timeout=a.job_timeout)
+        entry = {"name": job["name"], "kind": job["kind"], "rc": rc,
+                 "seconds": round(time.time() - t0, 1)}
+        if job["kind"] == "cal-nsys" and (d / "nsys.nsys-rep").exists():
+            subprocess.call([nsys, "export", "--type", "sqlite", "-o", str(d / "nsys.sqlite"),
+                             "-f", "true", str(d / "nsys.nsys-rep")], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+            (d / "nsys.nsys-rep").unlink(missing_ok=True)
+        for p in list(d.glob("*.sqlite")):
+            _gzip(p)
+        for p in list(d.glob("*.nsys-rep")):
+            p.unlink()
+        index.append(entry)
+        print(json.dumps(entry), flush=True)
+        (work / f"index-{a.part}.json").write_text(json.dumps({"env": env_note, "jobs": index},
+                                                              indent=1))
+    for junk in ("nanogpt-out", "timm-out", "images"):
+        shutil.rmtree(work / junk, ignore_errors=True)
+    return 0
+
+
+# ----- fit and table (anywhere) ------------------------------------------------------------------
+
+
+def _analysis(trace: Path):
+    from advisor.analysis import analyze
+
+    return analyze(trace)
+
+
+def _counts(an) -> dict[str, float]:
+    """Per analysed step: the program's CUDA calls, launches, traced framework operators."""
+    from advisor.engine.context import analysed_steps
+    from advisor.engine.profiler_cost import per_step_counts
+
+    return per_step_counts(an.graph, analysed_steps(an.graph))
+
+
+def calibration_rows(dirs: list[Path]) -> list[dict]:
+    """Each calibration capture with its plain median, traced replay and event counts."""
+    from advisor.engine.profiler_cost import NO_CALIBRATION, replay_median_ns
+
+    rows = []
+    for root in dirs:
+        plain_p = root / "cal-plain" / "plain.json"
+        if not plain_p.exists():
+            continue
+        plain = json.loads(plain_p.read_text())["results"]
+        traces = []
+        for mode in ("kineto", "kineto-stack"):
+            for w in plain:
+                traces.append((mode, w, root / f"cal-{mode}" / f"{w}-{mode}.json.gz"))
+        for tag in ("nsys", "nsys-pybt"):
+            for w in plain:
+                traces.append((tag, w, root / f"cal-{tag}-{w}" / "nsys.sqlite.gz"))
+        for mode, w, trace in traces:
+            if not trace.exists():
+                continue
+            an = _analysis(trace)
+            rows.append({"mode": mode, "workload": w, "plain_ms": plain[w]["median_ms"],
+                         "traced_ms": an.summary.median_step_ns / 1e6,
+                         "raw_replay_ms": replay_median_ns(an.graph, NO_CALIBRATION) / 1e6,
+                         "predicted_ms": (an.results.unprofiled_median_ns or 0) / 1e6,
+                         "calibration": an.results.calibration, **_counts(an)})
+    return rows
+
+
+def fit(a: argparse.Namespace) -> int:
+    """Least squares (non-negative) of (raw replay - plain) over per-step event counts."""
+    import numpy as np
+
+    rows = calibration_rows(a.dirs)
+    for mode in sorted({r["mode"] for r in rows}):
+        rs = [r for r in rows if r["mode"] == mode]
+        cols = ["calls", "ops"] if mode.startswith("kineto") else ["calls"]
+        x = np.array([[r[c] for c in cols] for r in rs], dtype=float)
+        y = np.array([(r["raw_replay_ms"] - r["plain_ms"]) * 1e6 for r in rs])
+        from scipy.optimize import nnls
+
+        coef, _ = nnls(x, y)
+        print(f"{mode}: " + ", ".join(f"{c} {v:.0f} ns" for c, v in zip(cols, coef, strict=True)))
+        for r, pred in zip(rs, x @ coef, strict=True):
+            print(f"   {r['workload']:6} plain {r['plain_ms']:8.3f}  traced {r['traced_ms']:8.3f}  "
+                  f"raw replay {r['raw_replay_ms']:8.3f}  fit {r['raw_replay_ms'] - pred / 1e6:8.3f}"
+                  f"  now {r['predicted_ms']:8.3f}  calls {r['calls']:6.0f}  ops {r['ops']:6.0f}")
+    return 0
+
+
+def _script_figure(d: Path, kind: str) -> dict | None:
+    if kind == "scenario":
+        p = d / "timing.json"
+        if not p.exists():
+            return None
+        t = json.loads(p.read_text())
+        per = t.get("per_step_ms") or []
+        return {"median_ms": statistics.median(per[1:]) if len(per) > 2
+                else t["step_ms_cuda_events"]["median"], "n": len(per)}
+    log = (d / "log.txt").read_text(errors="replace") if (d / "log.txt").exists() else ""
+    return nanogpt_figure(log) if kind == "nanogpt" else timm_figure(log)
+
+
+def table(a: argparse.Namespace) -> int:
+    rows = []
+    for root in a.dirs:
+        for idx in sorted(root.glob("index-*.json")):
+            jobs_ = {j["name"]: j for j in json.loads(idx.read_text())["jobs"]}
+            for name, j in jobs_.items():
+                if not name.endswith("-plain") or j.get("kind") in (None, "cal"):
+                    continue
+                base = name[: -len("-plain")]
+                rows.append((base, j["kind"], root))
+    bound = {"nanogpt": "launch", "timm": "loader", "uncaptured-cuda-graph": "launch",
+             "unfused-attention": "GPU"}
+    print("| workload | bound | script's own (ms) | advisor measured | err | from nsys | err | "
+          "from torch.profiler | err | hooks outside the window |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    worst = 0.0
+    for base, kind, root in rows:
+        fig = _script_figure(root / f"{base}-plain", kind)
+        if fig is None:
+            continue
+        ref = fig["median_ms"]
+        cells = []
+        meas = None
+        for tag in ("kineto", "nsys"):
+            p = root / f"{base}-{tag}" / "advisor.json"
+            if p.exists():
+                m = json.loads(p.read_text())["steps"].get("measured")
+                if m and meas is None:
+                    meas = m["median_ms"]
+        cells.append(meas)
+        for tag, name in (("nsys", "nsys_rank0.sqlite.gz"), ("kineto", "trace_rank0.json.gz")):
+            trace = root / f"{base}-{tag}" / name
+            pred = None
+            if trace.exists():
+                an = _analysis(trace)
+                pred = (an.results.unprofiled_median_ns or an.summary.median_step_ns) / 1e6
+            cells.append(pred)
+        hooks = ""
+        if (root / f"{base}-hooks").exists():
+            plain = [_script_figure(root / f"{base}-plain{s}", kind) for s in ("", "2")]
+            hooked = [_script_figure(root / f"{base}-hooks{s}", kind) for s in ("", "2")]
+            if all(plain) and all(hooked):
+                p = statistics.fmean(x["median_ms"] for x in plain)
+                h = statistics.fmean(x["median_ms"] for x in hooked)
+                hooks = f"{(h - p) / p:+.1%} ({p:.2f} -> {h:.2f} ms)"
+        out = [f"{base}", bound.get(base, kind), f"{ref:.2f}"]
+        for v in cells:
+            if v is None:
+                out += ["–", "–"]
+                continue
+            err = (v - ref) / ref
+            worst = max(worst, abs(err))
+            flag = "**" if abs(err) > TOLERANCE else ""
+            out += [f"{v:.2f}", f"{flag}{err:+.1%}{flag}"]
+        out.append(hooks)
+        print("| " + " | ".join(out) + " |")
+    print(f"\nworst error {worst:.1%} (tolerance {TOLERANCE:.0%})")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--part", choices=["A", "B", "all"], required=True)
+    c.add_argument("--ext", type=Path, default=ROOT / "ext")
+    c.add_argument("--deadline", type=float, default=480.0)
+    c.add_argument("--job-timeout", type=float, default=150.0)
+    c.add_argument("--tiny", action="store_true")
+    for name in ("fit", "table"):
+        p = sub.add_parser(name)
+        p.add_argument("dirs", type=Path, nargs="+")
+    a = ap.parse_args()
+    return {"collect": collect, "fit": fit, "table": table}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""The measured unprofiled step, the settled window and the whole-run account of
+`advisor profile`, end to end on real (tiny) CPU training scripts, and their arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.capture.accounting import MIN_RUN_SAVING
+from advisor.capture.settle import SETTLE_BLOCK, SETTLE_MAX_WAIT, settled
+from advisor.capture.steptimes import StepClock, measured_step
+
+torch = pytest.importorskip("torch", reason="advisor profile needs torch (the profile extra)")
+
+from tests.capture.test_profile_cpu import SCRIPTS, advisor  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def epochs_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("epochs")
+    done = advisor("profile", "--steps", "5", "--out", str(out), "--json",
+                   str(out / "r.json"), "--html", str(out / "r.html"),
+                   str(SCRIPTS / "epochs.py"), "--epochs", "3", "--iters", "40",
+                   "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    return json.loads((out / "r.json").read_text()), done, out
+
+
+def test_unprofiled_steps_are_measured_outside_the_window(epochs_run):
+    report, _, _ = epochs_run
+    m = report["steps"]["measured"]
+    assert m is not None and m["count"] >= 3
+    assert m["p10_ms"] <= m["median_ms"] <= m["p90_ms"]
+    # the window (5 steps, no --wait: it starts once the step time settled) and its
+    # neighbours are not among the measured steps
+    assert m["first_step"] >= 2 * SETTLE_BLOCK
+
+
+def test_the_whole_run_is_accounted_for(epochs_run):
+    report, _, _ = epochs_run
+    run = report["run"]
+    # 3 epochs of 40 batches; steps run from one optimizer.step() to the next, and the last
+    # one never ends: 119 complete steps
+    assert run["steps"] == 3 * 40 - 1
+    parts = run["parts_ms"]
+    # every part is a piece of the run's wall time, and together they are all of it
+    assert sum(parts.values()) == pytest.approx(run["run_ms"], rel=0.02)
+    # 3 epochs: the training loader's workers start 3 times, 2 of them after the first
+    assert run["loader_restarts"] == 2
+    assert run["checkpoints"] == 3
+
+
+def test_a_significant_restart_cost_is_a_run_relative_finding(epochs_run):
+    report, _, _ = epochs_run
+    found = {f["rule"]: f for f in report["findings"]}
+    run = report["run"]
+    assert run["loader_restart_ms"] > 0
+    significant = run["loader_restart_ms"] / run["run_ms"] >= MIN_RUN_SAVING
+    assert ("loader-restarts" in found) == significant
+    if significant:
+        f = found["loader-restarts"]
+        assert (f["relative_to"], f["category"]) == ("run", "input")
+        assert "persistent_workers=True" in f["fix"]["snippet"]
+        per_step = run["run_ms"] / run["steps"]
+        saved = run["loader_restart_ms"] / run["steps"]
+        assert f["estimated_speedup"] == pytest.approx(per_step / (per_step - saved), rel=2e-3)
+
+
+def test_persistent_workers_leave_nothing_to_restart(tmp_path):
+    done = advisor("profile", "-q", "--steps", "4", "--out", str(tmp_path), "--json",
+                   str(tmp_path / "r.json"), str(SCRIPTS / "epochs.py"), "--epochs", "3",
+                   "--iters", "30", "--persistent", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["run"]["loader_restarts"] == 0
+    assert "loader-restarts" not in {f["rule"] for f in report["findings"]}
+
+
+def test_reports_show_the_measured_step_and_the_run(epochs_run):
+    _, done, out = epochs_run
+    assert "Unprofiled steps (host clock" in done.stderr
+    assert "Whole run:" in done.stderr
+    html = (out / "r.html").read_text()
+    assert 'id="kpi-measured"' in html and 'id="whole-run"' in html
+
+
+def test_pinned_wait_records_where_the_user_said(tmp_path):
+    done = advisor("profile", "-q", "--wait", "2", "--steps", "3", "--out", str(tmp_path),
+                   "--json", str(tmp_path / "r.json"), str(SCRIPTS / "train_mlp.py"),
+                   "--iters", "30")
+    assert done.returncode == 0, done.stderr
+    m = json.loads((tmp_path / "r.json").read_text())["steps"]["measured"]
+    # warm-up 0-1, the window 2-4 and its neighbours 1 and 5 are never measured (a far-out
+    # step after it may be left out too, on a loaded machine)
+    assert m["first_step"] >= 6
+
+
+def test_too_few_steps_to_settle_says_how_to_pin(tmp_path):
+    done = advisor("profile", "--out", str(tmp_path), str(SCRIPTS / "train_mlp.py"),
+                   "--iters", "5")
+    assert done.returncode == 2
+    assert "--wait" in done.stderr and "settled" in done.stderr
+
+
+# ----- the arithmetic -----------------------------------------------------------------------------
+
+
+def test_settling_waits_for_the_warm_up_trend_to_end():
+    warm = [50.0, 30.0, 20.0, 14.0, 12.0, 11.0, 10.0, 10.0]
+    assert not settled(warm)  # the last block is still well below the one before
+    assert settled([*warm, 10.0, 10.2, 9.9, 10.1, 10.0])
+    assert not settled([10.0] * (2 * SETTLE_BLOCK - 1))  # too few steps to judge
+    assert SETTLE_MAX_WAIT > 2 * SETTLE_BLOCK
+
+
+def test_measured_step_leaves_out_warm_up_window_and_far_outliers():
+    times, t = [], 0
+    for i in range(40):
+        ns = 1_000_000 if i > 3 else 9_000_000
+        if i == 30:
+            ns = 500_000_000  # an evaluation inside one step
+        times.append([i, t, t + ns])
+        t += ns
+    state = {"step_times": times, "window_first": 10, "recorded": list(range(10, 15)),
+             "settled_at": 8, "activity": {}, "run_end_ns": t}
+    m = measured_step(StepClock.from_state(state))
+    assert 30 in m.outliers
+    kept = set(m.steps)
+    assert not kept & set(range(0, 9)) and not kept & set(range(9, 16))
+    assert m.median_ns == 1_000_000 and m.count == len(kept)

@@ -1,0 +1,47 @@
+"""Estimates under `advisor profile` are re-expressed against the measured unprofiled step
+(the replay's speedup kept), and a replay far from it is a warning (real H100 capture)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from advisor.analysis import analyze
+from advisor.capture.baseline import apply_measured
+from advisor.capture.steptimes import StepClock
+from advisor.report.json_report import to_dict
+
+CAPTURE = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios" / \
+    "uncaptured-cuda-graph" / "bad" / "nsys.sqlite.gz"
+
+
+def _clock(step_ns: int, n: int = 60) -> StepClock:
+    """A run whose steps after warm-up (8) and around the window (10-17) take step_ns."""
+    times, t = [], 0
+    for i in range(n):
+        ns = step_ns if i > 3 else 3 * step_ns
+        times.append((i, t, t + ns))
+        t += ns
+    return StepClock(tuple(times), (10, 17), 8, {}, t + 1_000_000)
+
+
+@pytest.mark.parametrize("ratio, warns", [(1.0, False), (1.3, True)])
+def test_estimates_are_rebased_on_the_measured_step(ratio, warns):
+    a = analyze(CAPTURE)
+    before = {f.rule: f.estimate for f in a.results.findings}
+    assert before, "the launch-bound capture has findings"
+    measured_ns = int(a.results.unprofiled_median_ns * ratio)
+    apply_measured(a, _clock(measured_ns))
+    assert a.measured.median_ns == measured_ns
+    for f in a.results.findings:
+        e, old = f.estimate, before[f.rule]
+        assert e.speedup == old.speedup and e.relative_to == "step"
+        base = a.measured.mean_ns if e.basis == "mean" else a.measured.median_ns
+        assert e.step_ns == pytest.approx(base)
+        assert e.step_ns / e.predicted_step_ns == pytest.approx(old.speedup, rel=1e-9)
+    assert bool(a.warnings) == warns
+    d = to_dict(a)
+    assert d["steps"]["measured"]["median_ms"] == pytest.approx(measured_ns / 1e6, abs=1e-4)
+    assert d["model_check"]["measured_vs_replay"] == pytest.approx(1 / ratio - 1, abs=1e-3)
+    assert (len(d["warnings"]) == 1) == warns
