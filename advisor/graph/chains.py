@@ -52,6 +52,12 @@ class Chains:
     chains: tuple[tuple[GpuOp, ...], ...]  # each in stream order, every chain of 1 or more
     inductor_ns: int  # time of Inductor-generated kernels in the steps
     steps: int
+    bounds: tuple[tuple[GpuOp | None, GpuOp | None], ...] = ()  # the ops before and after each chain
+
+    def next_to(self, ops: set[int]) -> list[tuple[GpuOp, ...]]:
+        """The chains that follow or precede one of the ops (by id) on their stream."""
+        return [c for c, (a, b) in zip(self.chains, self.bounds)
+                if (a is not None and a.id in ops) or (b is not None and b.id in ops)]
 
     @property
     def fusable(self) -> list[tuple[GpuOp, ...]]:
@@ -77,10 +83,12 @@ def find_chains(graph: OpGraph, steps: Sequence[Step]) -> Chains:
     (memsets are transparent: they are the allocator's, not a data dependency)."""
     outside = [span for s in steps for p in OUTSIDE_MODEL_PHASES for span in s.phases.get(p, [])]
     chains: list[tuple[GpuOp, ...]] = []
+    bounds: list[tuple[GpuOp | None, GpuOp | None]] = []
     inductor_ns = 0
     ops = steps_ops(graph, steps)
     for seq in stream_sequences(ops):
         cur: list[GpuOp] = []
+        before: GpuOp | None = None
         for op in seq:
             if op.kind is GpuOpKind.MEMSET:
                 continue
@@ -95,7 +103,10 @@ def find_chains(graph: OpGraph, steps: Sequence[Step]) -> Chains:
                 inductor_ns += op.duration_ns
             if cur:
                 chains.append(tuple(cur))
+                bounds.append((before, op))
                 cur = []
+            before = op
         if cur:
             chains.append(tuple(cur))
-    return Chains(tuple(chains), inductor_ns, len(steps))
+            bounds.append((before, None))
+    return Chains(tuple(chains), inductor_ns, len(steps), tuple(bounds))
