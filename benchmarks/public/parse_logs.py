@@ -44,7 +44,8 @@ def main(d):
     out = {}
     for f in sorted(glob.glob(os.path.join(d, "*.log"))):
         name = os.path.basename(f)[:-4]
-        text = open(f, errors="replace").read()
+        with open(f, errors="replace") as fh:
+            text = fh.read()
         if name.startswith("nanogpt"):
             out[name] = nanogpt(text)
         elif name.startswith("timm"):
