@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Iterable, Sequence
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, Effect
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Option, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import GpuOp, OpGraph
@@ -108,8 +107,6 @@ class CompilerFusion(Rule):
     name = "compiler-fusion"
     category = Category.KERNELS
     status = Status.PREVIEW
-    options: ClassVar[Mapping[str, Option]] = {
-        "min_share": Option(0.05, "least share of the step the fusable chains must take")}
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -120,7 +117,7 @@ class CompilerFusion(Rule):
         total = found.fusable_ns
         step_total = sum(s.time_ns for s in steps)
         share = total / step_total if step_total else 0.0
-        if not chains or share < float(self.option(ctx, "min_share")):
+        if not chains:  # a negligible share falls under the runner's reporting threshold
             return
         kernels = [o for c in chains for o in c]
         by_cat: Counter[str] = Counter()

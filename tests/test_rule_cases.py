@@ -37,6 +37,15 @@ OUT_OF_TOLERANCE = {
 }
 
 
+ALSO_FIXED_BY = {
+    "rng-bound-dropout": "compiler-fusion",
+}
+"""Rules whose fix another rule's fix performs too: torch.compile generates the fused in-kernel
+Philox dropout that rng-bound-dropout's fix writes by hand (and fuses the ReLU/add chains around
+it), so on that scenario compiler-fusion may rank first (1.099x against 1.092x); the rule must
+still be raised, second, and its own estimate is checked below."""
+
+
 @pytest.fixture(scope="session")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
     tmp = tmp_path_factory.mktemp("scenarios")
@@ -63,6 +72,9 @@ def test_rule_has_a_real_h100_scenario(rule: str):
 @pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
 def test_bad_trace_raises_the_rule_first(rows, rule: str, fmt: str):
     row = rows[(rule, fmt)]
+    if row.top_rule == ALSO_FIXED_BY.get(rule):
+        assert any(f.startswith(f"{rule} ") for f in row.bad_findings[:2]), row.bad_findings
+        return
     assert row.top_rule == rule, f"{rule}/{fmt}: findings {row.bad_findings}"
 
 
