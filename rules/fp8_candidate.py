@@ -40,12 +40,6 @@ MIN_GAIN = 1.02
 _TE = ("transformer_engine", "cast_transpose", "te_gemm", "nvte_")
 
 
-def is_hopper(graph: OpGraph) -> bool:
-    """A GPU with FP8 tensor cores (Ada, Hopper, Blackwell) ran the trace."""
-    spec = trace_gpu(graph, (o.name for o in graph.gpu_ops[:20000]))
-    return spec is not None and spec.has_fp8
-
-
 class Fp8Candidate(Rule):
     """Large BF16/FP16 GEMMs dominate the step: FP8 would run them faster, by a route that pays.
 
