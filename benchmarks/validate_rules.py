@@ -41,7 +41,7 @@ class Row:
     low: float | None
     high: float | None
     top_rule: str | None
-    good_raises: bool
+    good_raises: bool | None  # None: the fixed variant was not captured in this format
     bad_findings: list[str]
 
     @property
@@ -97,10 +97,10 @@ def validate(rule_dir: Path, fmt: str, tmp: Path) -> Row | None:
     rule = rule_dir.name
     bad_path = trace_path(rule_dir / "bad", fmt, tmp)
     good_path = trace_path(rule_dir / "good", fmt, tmp)
-    if bad_path is None or good_path is None:
+    if bad_path is None:
         return None
     bad = analyze(bad_path)
-    good = analyze(good_path)
+    good = analyze(good_path) if good_path is not None else None
     mine = [f for f in bad.results.findings if f.rule == rule]
     return Row(
         rule=rule,
@@ -110,7 +110,7 @@ def validate(rule_dir: Path, fmt: str, tmp: Path) -> Row | None:
         low=mine[0].estimate.low if mine else None,
         high=mine[0].estimate.high if mine else None,
         top_rule=bad.results.findings[0].rule if bad.results.findings else None,
-        good_raises=any(f.rule == rule for f in good.results.findings),
+        good_raises=None if good is None else any(f.rule == rule for f in good.results.findings),
         bad_findings=[f"{f.rule} {f.estimate.speedup:.2f}x" for f in bad.results.findings],
     )
 
@@ -142,7 +142,7 @@ def main() -> int:
         rng = f"{r.low:.2f}-{r.high:.2f}" if r.low else "-"
         ratio = f"{r.ratio:.2f}" if r.ratio else "-"
         print(f"{name:5} {r.rule:24} {r.fmt:7} {r.measured:8.3f}x {est:>10} {rng:>13} {ratio:>9} "
-              f"{(r.top_rule or '-'):24} {('yes' if not r.good_raises else 'NO'):>10}  "
+              f"{(r.top_rule or '-'):24} {({None: '-', False: 'yes', True: 'NO'}[r.good_raises]):>10}  "
               f"{'yes' if r.ok else 'NO'}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) | {"set": n, "ok": r.ok}

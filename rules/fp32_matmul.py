@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 
 from advisor.engine.context import RuleContext
-from advisor.engine.effects import SetOpDurations
-from advisor.engine.hardware import FP32_TO_BF16_GEMM_SPEEDUP, FP32_TO_TF32_GEMM_SPEEDUP, MIN_KERNEL_NS
+from advisor.engine.effects import DropOps, SetOpDurations
+from advisor.engine.gpus import lookup, trace_gpu
+from advisor.engine.hardware import MIN_KERNEL_NS
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.graph.chains import find_chains
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
+
+DEFAULT_GPU = lookup("H100")
+"""Traces that name no GPU and carry no architecture tag are read as the H100 advisor targets."""
+
+AUTOCAST_MEMORY_KEEP = 0.85
+"""Time the eager memory-bound kernels keep under autocast. Autocast's 16-bit ops (GEMM outputs,
+GELU, adds, dropout) move half the bytes, its FP32 ops (normalization, softmax, losses) the same:
+about half the traffic halves (0.75). Autocast adds its own cast kernels: each FP32 weight cast
+per forward and each FP32-produced GEMM input (normalization outputs) cast to 16 bits, about a
+quarter of the operand casts FP8 adds (0.45 of this time fused, `rules.fp8_candidate`): +0.1."""
+AUTOCAST_MEMORY_BOUNDS = (1.05, 0.70)
+"""Low (the casts outweigh the halved traffic) and high (no cast cost) bounds of that share."""
+_FP32_ATTENTION = re.compile(r"f32|float(?!16)|fp32", re.I)
 
 
 class Fp32Matmul(Rule):
@@ -25,8 +41,9 @@ class Fp32Matmul(Rule):
     Why it is slow
     --------------
     H100 SXM does 67 TFLOP/s in FP32 on CUDA cores, against about 495 (TF32) and 990 (BF16)
-    dense on tensor cores. PyTorch keeps ``torch.backends.cuda.matmul.allow_tf32 = False`` by
-    default, so a model trained without autocast runs every matmul at the slowest rate.
+    dense on tensor cores (A100: 19.5 / 156 / 312; V100: 15.7 FP32 against 125 FP16, no BF16 or
+    TF32). PyTorch keeps ``torch.backends.cuda.matmul.allow_tf32 = False`` by default, so a
+    model trained without autocast runs every matmul at the slowest rate.
 
     Evidence
     --------
@@ -45,14 +62,18 @@ class Fp32Matmul(Rule):
     with torch.autocast("cuda", dtype=torch.bfloat16):
         loss = loss_fn(model(x), y)
     # at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True
+    # V100/T4 (no bf16, no TF32): torch.autocast("cuda", dtype=torch.float16) + torch.amp.GradScaler
     ```
 
     Speedup model
     -------------
-    Replay of the analysed steps with each FP32 GEMM taking its time divided by the FP32 -> BF16
-    tensor-core ratio measured on H100 (`advisor.engine.hardware`), never below the shortest
-    kernel time. Elementwise kernels are left as they are (autocast halves some of their traffic:
-    the estimate is conservative there). Low bound: TF32 instead of BF16.
+    Replay of the analysed steps with what autocast changes: each FP32 GEMM and FP32 attention
+    kernel takes its time divided by the trace's GPU's FP32 -> 16-bit tensor-core ratio
+    (`advisor.engine.gpus`: measured on the H100, datasheet elsewhere), never below the shortest
+    kernel time; the eager memory-bound kernels next to them keep 0.85 of their time (autocast halves the
+    bytes of its 16-bit ops, keeps normalization/softmax/loss in FP32 and adds cast kernels for
+    FP32 weights and FP32-produced GEMM inputs). Low bound: TF32 where the GPU has it (else the
+    16-bit ratio) with the casts outweighing the halved traffic; high: no cast cost.
 
     Known false positives
     ---------------------
@@ -71,40 +92,71 @@ class Fp32Matmul(Rule):
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
-        gemms = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL
-                 and classify(o) in (KernelCategory.GEMM, KernelCategory.CONV)
+        ops = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL]
+        gemms = [o for o in ops if classify(o) in (KernelCategory.GEMM, KernelCategory.CONV)
                  and op_precision(graph, o) == "fp32"]
         if not gemms:
             return
+        gpu = trace_gpu(graph, (o.name for o in gemms[:200])) or DEFAULT_GPU
+        if gpu is None:
+            return
+        attention = [o for o in ops if classify(o) is KernelCategory.ATTENTION
+                     and _FP32_ATTENTION.search(o.name)]
+        # autocast changes the memory-bound kernels around the FP32 matmuls (a model that already
+        # runs in 16 bits with a stray FP32 GEMM keeps its other kernels as they are)
+        fp32_ids = {o.id for o in gemms + attention}
+        memory = [o.id for c in find_chains(graph, steps).next_to(fp32_ids) for o in c]
         total = sum(o.duration_ns for o in gemms)
         share = op_share(gemms, steps)
+        ratio = gpu.fp32_to_16bit
+        low_ratio = gpu.fp32_to_tf32 or ratio
 
-        def scaled(factor: float) -> SetOpDurations:
-            return SetOpDurations(tuple((o.id, max(min(o.duration_ns, MIN_KERNEL_NS),
-                                                   int(o.duration_ns / factor))) for o in gemms))
+        def effects(factor: float, keep: float) -> list:
+            return [SetOpDurations(tuple((o.id, max(min(o.duration_ns, MIN_KERNEL_NS),
+                                                    int(o.duration_ns / factor)))
+                                         for o in gemms + attention)),
+                    DropOps(tuple(memory), keep)]
 
         names = Counter(short_name(o.name) for o in gemms)
+        half = gpu.half_dtype
+        if gpu.bf16:
+            title = ("Train with bf16 autocast (or at least enable TF32)" if gpu.tf32
+                     else "Train with bf16 autocast")
+            snippet = ("with torch.autocast('cuda', dtype=torch.bfloat16):\n"
+                       "    loss = loss_fn(model(x), y)\n"
+                       "# HF Trainer: --bf16; Lightning: Trainer(precision='bf16-mixed')"
+                       + ("\n# minimum: torch.backends.cuda.matmul.allow_tf32 = True" if gpu.tf32 else ""))
+        else:
+            title = f"Train with float16 autocast and a GradScaler (the {gpu.name} has no bf16 or TF32)"
+            snippet = ("scaler = torch.amp.GradScaler('cuda')\n"
+                       "with torch.autocast('cuda', dtype=torch.float16):\n"
+                       "    loss = loss_fn(model(x), y)\n"
+                       "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()\n"
+                       "# HF Trainer: --fp16; Lightning: Trainer(precision='16-mixed')")
         yield ctx.finding(
             type(self),
             message=(f"{len(gemms) / len(steps):.0f} FP32 GEMM/conv kernels per step without tensor "
-                     f"cores take {per_step(total, steps) / 1e6:.2f} ms ({share:.0%} of the step)"),
+                     f"cores take {per_step(total, steps) / 1e6:.2f} ms ({share:.0%} of the step) on "
+                     f"the {gpu.name}"),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 kernels=tuple(k for k, _ in names.most_common(5)),
                 node_ids=tuple(f"gpu:{o.id}" for o in gemms[:50]),
                 quantities={"fp32_gemms_per_step": len(gemms) / len(steps),
-                            "fp32_gemm_ns_per_step": per_step(total, steps), "fp32_gemm_share": share},
+                            "fp32_gemm_ns_per_step": per_step(total, steps), "fp32_gemm_share": share,
+                            "fp32_attention_ns_per_step":
+                                per_step(sum(o.duration_ns for o in attention), steps),
+                            "fp32_to_16bit_ratio": ratio},
             ),
-            fix=Fix(
-                title="Train with bf16 autocast (or at least enable TF32)",
-                snippet=("with torch.autocast('cuda', dtype=torch.bfloat16):\n"
-                         "    loss = loss_fn(model(x), y)\n"
-                         "# minimum: torch.backends.cuda.matmul.allow_tf32 = True"),
-            ),
-            effects=[scaled(FP32_TO_BF16_GEMM_SPEEDUP)],
-            low_effects=[scaled(FP32_TO_TF32_GEMM_SPEEDUP)],
-            model="replay with FP32 GEMMs at the measured BF16 tensor-core rate",
-            assumptions=(f"a BF16 GEMM is {FP32_TO_BF16_GEMM_SPEEDUP:g}x faster than FP32 on H100",
-                         "elementwise kernels unchanged"),
+            fix=Fix(title=title, snippet=snippet),
+            effects=effects(ratio, AUTOCAST_MEMORY_KEEP),
+            low_effects=effects(low_ratio, AUTOCAST_MEMORY_BOUNDS[0]),
+            high_effects=effects(ratio, AUTOCAST_MEMORY_BOUNDS[1]),
+            model=(f"replay with FP32 GEMMs and attention at the {gpu.name}'s {half} tensor-core rate "
+                   "and the memory-bound kernels as autocast leaves them"),
+            assumptions=(f"a {half} GEMM is {ratio:.1f}x faster than FP32 on the {gpu.name}",
+                         f"memory-bound kernels keep {AUTOCAST_MEMORY_KEEP:g} of their time under "
+                         "autocast (half the traffic 16-bit, plus autocast's casts)",
+                         "compiler-fusion, where raised, fuses the same kernels: replayed together"),
             confidence=Confidence.MODELED,
         )

@@ -21,6 +21,10 @@ import validate_rules
 
 RULES = [r.name for r in load_rules()]
 FORMATS = ("nsys", "kineto")
+_FILE = {"nsys": "nsys.sqlite.gz", "kineto": "trace.json.gz"}
+CAPTURED = [(r, f) for r in RULES for f in FORMATS if (SCENARIOS / r / "bad" / _FILE[f]).exists()]
+"""(rule, format) pairs whose bad variant was captured in that format (filtered, not skipped)."""
+FIXED_CAPTURED = [(r, f) for r, f in CAPTURED if (SCENARIOS / r / "good" / _FILE[f]).exists()]
 
 # Measured misses, kept visible (strict: they fail the suite once the model gets them right).
 OUT_OF_TOLERANCE = {
@@ -76,6 +80,15 @@ def test_check_set_estimate_is_within_tolerance(check_rows, rule, fmt, request):
         f"{rule}/{fmt}: estimated {row.estimated:.3f}x vs measured {row.measured:.3f}x")
 
 
+ALSO_FIXED_BY = {
+    "rng-bound-dropout": "compiler-fusion",
+}
+"""Rules whose fix another rule's fix performs too: torch.compile generates the fused in-kernel
+Philox dropout that rng-bound-dropout's fix writes by hand (and fuses the ReLU/add chains around
+it), so on that scenario compiler-fusion may rank first (1.099x against 1.092x); the rule must
+still be raised, second, and its own estimate is checked below."""
+
+
 @pytest.fixture(scope="session")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
     tmp = tmp_path_factory.mktemp("scenarios")
@@ -99,32 +112,25 @@ def test_rule_has_a_real_h100_scenario(rule: str):
         assert (d / variant / "nsys.sqlite.gz").exists() or (d / variant / "trace.json.gz").exists()
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
 def test_bad_trace_raises_the_rule_first(rows, rule: str, fmt: str):
-    row = rows.get((rule, fmt))
-    if row is None:
-        pytest.skip(f"{rule}: no {fmt} trace captured")
+    row = rows[(rule, fmt)]
+    if row.top_rule == ALSO_FIXED_BY.get(rule):
+        assert any(f.startswith(f"{rule} ") for f in row.bad_findings[:2]), row.bad_findings
+        return
     assert row.top_rule == rule, f"{rule}/{fmt}: findings {row.bad_findings}"
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize(("rule", "fmt"), FIXED_CAPTURED)
 def test_fixed_trace_does_not_raise_the_rule(rows, rule: str, fmt: str):
-    row = rows.get((rule, fmt))
-    if row is None:
-        pytest.skip(f"{rule}: no {fmt} trace captured")
-    assert not row.good_raises
+    assert rows[(rule, fmt)].good_raises is False
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
 def test_estimate_is_within_tolerance_of_the_measured_speedup(rows, rule: str, fmt: str, request):
     if (rule, fmt) in OUT_OF_TOLERANCE:
         request.applymarker(pytest.mark.xfail(reason=OUT_OF_TOLERANCE[(rule, fmt)], strict=True))
-    row = rows.get((rule, fmt))
-    if row is None:
-        pytest.skip(f"{rule}: no {fmt} trace captured")
+    row = rows[(rule, fmt)]
     assert row.estimated is not None, f"{rule}/{fmt}: not raised ({row.bad_findings})"
     ratio = row.estimated / row.measured
     assert 1 / validate_rules.TOLERANCE <= ratio <= validate_rules.TOLERANCE, (

@@ -29,9 +29,10 @@ WORSE_RATIO = 1.25
 """A finding present in both runs is worse when its saving grew by at least this factor."""
 
 
-OPPORTUNITY_RULES = frozenset({"fp8-candidate"})
+OPPORTUNITY_RULES = frozenset({"fp8-candidate", "compiler-fusion"})
 """Rules that point at an upgrade, not a mistake: a change exposes them (BF16 GEMMs are FP8
-candidates, FP32 ones are not) without introducing anything."""
+candidates, FP32 ones are not; once the GEMMs are fast, the eager elementwise chains around them
+become worth compiling) without introducing anything."""
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["timing", "torchprof", "nsys"])
     ap.add_argument("--scenario", required=True)
-    ap.add_argument("--variant", required=True, choices=["bad", "good"])
+    ap.add_argument("--variant", required=True, help="bad, good, or one of the scenario's VARIANTS")
     ap.add_argument("--out", required=True)
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--steps", type=int, default=50)

@@ -1,0 +1,163 @@
+"""compiler-fusion: eager memory-bound kernel chains around the GEMMs that torch.compile fuses."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from advisor.engine.context import RuleContext
+from advisor.engine.effects import DropOps, Effect
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.graph.chains import find_chains
+from advisor.graph.kernels import classify, short_name
+from advisor.graph.model import GpuOp, OpGraph
+from advisor.graph.queries import per_step, uses_cuda_graphs
+
+SECOND_KEPT = 0.5
+"""Share of a chain's second-largest kernel that the fused kernel still costs.
+
+A fused kernel reads the chain's inputs once and writes its outputs once: at least the traffic of
+the chain's largest member (kept whole). In training it must also write the activations the
+backward pass reads, about one more tensor: between 0 and 1 of the second-largest member, the
+midpoint taken. On the H100 the three choices predicted the time compile saved on four models
+(two planted GPTs, nanoGPT, timm ViT-B) as 1.14-1.86x (0), 0.97-1.54x (0.5) and 0.70-1.23x (1)
+of the measured saving (docs/validation.md, compiler-fusion)."""
+
+
+def fusion_effects(chains: Sequence[Sequence[GpuOp]], second_kept: float = SECOND_KEPT) -> list[Effect]:
+    """Each chain becomes one kernel: its largest member stays as it is, the second largest keeps
+    ``second_kept`` of its time, the others go (with their launches and dispatch)."""
+    dropped: list[int] = []
+    kept: list[int] = []
+    for c in chains:
+        if len(c) < 2:
+            continue
+        by_time = sorted(c, key=lambda o: o.duration_ns, reverse=True)
+        (dropped if second_kept == 0.0 else kept).append(by_time[1].id)
+        dropped.extend(o.id for o in by_time[2:])
+    effects: list[Effect] = [DropOps(tuple(dropped))]
+    if kept and second_kept < 1.0:
+        effects.append(DropOps(tuple(kept), second_kept))
+    return effects
+
+
+class CompilerFusion(Rule):
+    """Eager elementwise, normalization, softmax and reduction kernels that torch.compile would fuse.
+
+    What it detects
+    ---------------
+    Chains of two or more eager PyTorch (ATen) memory-bound kernels (elementwise, casts,
+    normalization, softmax, reductions) between the compute kernels (GEMMs, convolutions,
+    attention) on a stream, in a step that is not compiled: no Inductor kernels
+    (``triton_poi_fused_*``, ``triton_red_fused_*`` ...) carry most of that work and no CUDA graph
+    is replayed. Kernels of the data and optimizer phases are left out (``torch.compile(model)``
+    does not cover them).
+
+    Why it is slow
+    --------------
+    Each eager kernel reads its inputs from HBM and writes its output back, so a chain such as
+    residual add -> LayerNorm -> cast moves the same activation through memory several times and
+    pays a launch and the framework's dispatch per op. Inductor fuses each chain into one Triton
+    kernel that reads the inputs once and keeps the intermediates in registers.
+
+    Evidence
+    --------
+    Chains and their kernels per step, their time by category and share of the step, the
+    launches fusion removes, the largest chains' kernels.
+
+    Example
+    -------
+    ```python
+    model = GPT(config).cuda()                    # eager: every LayerNorm, GELU, add, softmax
+    loss = model(x, y); loss.backward()           # is its own kernel between the GEMMs
+    ```
+
+    Use instead
+    -----------
+    ```python
+    model = torch.compile(GPT(config).cuda())     # HF Trainer: --torch_compile; timm: --torchcompile
+    # Lightning: model = torch.compile(model) before trainer.fit(model)
+    # What breaks the graph (the code around the break stays eager, unfused):
+    #   .item(), .tolist(), print(tensor) in forward  -> log outside forward, every N steps
+    #   if x.sum() > 0: ... (data-dependent branches) -> torch.where / torch.cond
+    #   module hooks added after compile, Python-side hooks -> register before compiling
+    # list the breaks: TORCH_LOGS=graph_breaks python train.py
+    ```
+
+    Speedup model
+    -------------
+    Replay of the analysed steps with each chain fused: its largest kernel kept, its second
+    largest at half its time (the activation the fused kernel still writes for backward), the
+    others removed together with their launches and dispatch, so a host-bound step gains too.
+    Bounds: the second largest kept whole (low), removed (high).
+
+    Known false positives
+    ---------------------
+    Chains inside code that cannot be compiled (custom autograd functions, graph breaks the user
+    cannot remove) are counted. Compile also changes GEMM layouts and may pick different GEMM
+    kernels; the model leaves GEMMs as they are.
+
+    References
+    ----------
+    PyTorch ``torch.compile`` tutorial and "TorchInductor" design notes; Ansel et al., "PyTorch 2"
+    (ASPLOS 2024), fusion of pointwise and reduction ops.
+    """
+
+    code = "KERN004"
+    name = "compiler-fusion"
+    category = Category.KERNELS
+    status = Status.PREVIEW
+
+    def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
+        steps = ctx.steps
+        found = find_chains(graph, steps)
+        if found.compiled or uses_cuda_graphs(graph, steps):
+            return
+        chains = found.fusable
+        total = found.fusable_ns
+        step_total = sum(s.time_ns for s in steps)
+        share = total / step_total if step_total else 0.0
+        if not chains:  # a negligible share falls under the runner's reporting threshold
+            return
+        kernels = [o for c in chains for o in c]
+        by_cat: Counter[str] = Counter()
+        for o in kernels:
+            by_cat[classify(o).value] += o.duration_ns
+        removed = sum(len(c) - 2 for c in chains)  # the second largest keeps its launch
+        names = Counter(short_name(o.name) for o in kernels)
+        cats = ", ".join(f"{k} {per_step(v, steps) / 1e6:.2f}" for k, v in by_cat.most_common())
+        yield ctx.finding(
+            type(self),
+            message=(f"{len(chains) / len(steps):.0f} chains of {len(kernels) / len(steps):.0f} eager "
+                     f"memory-bound kernels per step take {per_step(total, steps) / 1e6:.2f} ms "
+                     f"({share:.0%} of the step; ms: {cats}); torch.compile fuses each chain"),
+            evidence=Evidence(
+                steps=tuple(s.index for s in steps),
+                kernels=tuple(k for k, _ in names.most_common(5)),
+                node_ids=tuple(f"gpu:{o.id}" for o in kernels[:50]),
+                quantities={"chains_per_step": len(chains) / len(steps),
+                            "chain_kernels_per_step": len(kernels) / len(steps),
+                            "chain_ns_per_step": per_step(total, steps), "chain_share": share,
+                            "launches_removed_per_step": removed / len(steps),
+                            **{f"{k}_ns_per_step": per_step(v, steps) for k, v in by_cat.items()}},
+            ),
+            fix=Fix(
+                title="Compile the model with torch.compile (and remove what breaks its graph)",
+                snippet=("model = torch.compile(model)\n"
+                         "# graph breaks keep code eager: .item()/.tolist()/print in forward,\n"
+                         "# data-dependent `if` on tensors (use torch.where / torch.cond), hooks\n"
+                         "# added after compiling. Find them: TORCH_LOGS=graph_breaks python train.py"),
+                kind="code",
+            ),
+            effects=fusion_effects(chains),
+            low_effects=fusion_effects(chains, 1.0),
+            high_effects=fusion_effects(chains, 0.0),
+            model=("replay with each eager memory-bound chain fused into one kernel: largest member "
+                   "kept, half of the second largest, the rest and their launches removed"),
+            assumptions=("the whole model compiles (no graph breaks inside the chains)",
+                         "GEMMs, attention and the optimizer unchanged by compile",
+                         "fp8-candidate, where raised, assumes this fix: its route needs compile"),
+            confidence=Confidence.MODELED,
+        )
+
+

@@ -1,0 +1,159 @@
+"""compiler-fusion, fp8-candidate and fp32-matmul on real H100 captures of public training scripts
+and of the planted GPT routes, against the speedups measured without a profiler
+(fixtures/public/measured.json; docs/validation.md). Tolerance: a factor 1.35.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+
+from advisor.analysis import Analysis, analyze
+from advisor.engine.gpus import lookup, parse_capability
+from tests.conftest import ROOT, SCENARIOS, shared
+
+PUBLIC = ROOT / "fixtures" / "public"
+MEASURED = json.loads((PUBLIC / "measured.json").read_text())
+TOLERANCE = 1.35
+FILES = {"nsys": "nsys.sqlite.gz", "kineto": "trace.json.gz"}
+
+
+def step(case: str, variant: str) -> float:
+    return MEASURED[case]["step_ms"][variant]
+
+
+@cache
+def run(path: str, rules: tuple[str, ...] = ()) -> Analysis:
+    return analyze(path, list(rules) or None)
+
+
+def finding(a: Analysis, rule: str):
+    return next((f for f in a.results.findings if f.rule == rule), None)
+
+
+# (case, trace variant, fixed variant) for the compile fix, measured with the framework's knob
+COMPILE_CASES = [
+    ("nanogpt", "eager", "compile"),
+    ("timm-vit-b", "bf16-eager", "bf16-compile"),
+    ("planted-gpt-routes", "wide-eager", "wide-compile"),
+]
+
+
+@pytest.mark.parametrize("fmt", FILES)
+@pytest.mark.parametrize(("case", "before", "after"), COMPILE_CASES)
+def test_compiler_fusion_estimate_matches_torch_compile(case, before, after, fmt):
+    a = run(str(PUBLIC / case / FILES[fmt]))
+    f = finding(a, "compiler-fusion")
+    assert f is not None, [x.rule for x in a.results.findings]
+    measured = step(case, before) / step(case, after)
+    ratio = f.estimate.speedup / measured
+    assert 1 / TOLERANCE <= ratio <= TOLERANCE, (f.estimate.speedup, measured)
+    assert "torch.compile" in f.fix.snippet and "graph_breaks" in f.fix.snippet
+
+
+@pytest.mark.parametrize("fmt", FILES)
+@pytest.mark.parametrize("case", ["nanogpt", "timm-vit-b"])
+def test_public_scripts_top_finding_is_the_measured_best_fix(case, fmt):
+    """Compile was the only fix measured to help these bf16 steps; FP8 at GPT-2/ViT-B width loses
+    (planted GPT-2-size: 0.32x eager, 0.87x of compile alone)."""
+    a = run(str(PUBLIC / case / FILES[fmt]))
+    assert a.results.findings[0].rule == "compiler-fusion"
+    assert finding(a, "fp8-candidate") is None
+
+
+@pytest.mark.parametrize("fmt", FILES)
+def test_fp8_on_the_wide_gpt_needs_compile_and_is_the_best_route(fmt):
+    """Measured: eager 87.1 ms, compile 78.9, FP8 eager 190.8 (a loss), FP8 + compile 70.2."""
+    a = run(str(PUBLIC / "planted-gpt-routes" / FILES[fmt]))
+    f = finding(a, "fp8-candidate")
+    assert f is not None and a.results.findings[0].rule == "fp8-candidate"
+    measured = step("planted-gpt-routes", "wide-eager") / step("planted-gpt-routes", "wide-fp8-compile")
+    assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
+    over_compile = f.evidence.quantities["gain_over_route_baseline"]
+    measured_over_compile = step("planted-gpt-routes", "wide-compile") / step("planted-gpt-routes",
+                                                                            "wide-fp8-compile")
+    assert 1 / TOLERANCE <= over_compile / measured_over_compile <= TOLERANCE
+    assert "torch.compile" in f.fix.snippet and f.fix.requires == ("compiler-fusion",)
+    assert "eager FP8 would add" in f.message and "a loss" in f.message
+
+
+@pytest.mark.parametrize("path", [
+    "scenarios/compiler-fusion/bad/nsys.sqlite.gz",  # GPT-2 size eager: FP8 + compile lost to compile
+    "scenarios/compiler-fusion/good/trace.json.gz",  # GPT-2 size compiled: FP8 measured 0.87x
+    "public/planted-gpt-routes/trace_wide-fp8-compile.json.gz",  # already FP8
+])
+def test_no_fp8_finding_where_fp8_measured_a_loss_or_is_in_place(path):
+    a = run(str(ROOT / "fixtures" / path), ("fp8-candidate", "compiler-fusion"))
+    assert finding(a, "fp8-candidate") is None
+
+
+@pytest.mark.parametrize("path", [
+    "scenarios/compiler-fusion/good/trace.json.gz",
+    "public/planted-gpt-routes/trace_wide-fp8-compile.json.gz",
+])
+def test_compiled_steps_get_no_fusion_finding(path):
+    a = run(str(ROOT / "fixtures" / path), ("compiler-fusion",))
+    assert finding(a, "compiler-fusion") is None
+
+
+def test_combined_estimate_replays_the_shared_fusion_once():
+    """FP8's compiled route repeats compile's fusion: together they are the FP8 route, not more."""
+    a = run(str(PUBLIC / "planted-gpt-routes" / "nsys.sqlite.gz"), ("fp8-candidate", "compiler-fusion"))
+    fp8 = finding(a, "fp8-candidate")
+    assert finding(a, "compiler-fusion") is not None
+    assert a.results.combined.speedup == pytest.approx(fp8.estimate.speedup, rel=1e-9)
+
+
+@pytest.mark.parametrize("fmt", FILES)
+def test_fp32_matmul_on_a_lightning_vit_names_bf16(fmt, request):
+    a = run(str(PUBLIC / "lightning-vit-b" / FILES[fmt]), ("fp32-matmul",))
+    f = finding(a, "fp32-matmul")
+    assert f is not None and "bf16" in f.fix.title and "TF32" in f.fix.title
+    assert f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(14.8)
+    request.applymarker(pytest.mark.xfail(strict=True, reason=(
+        "the replay's host floor of this Lightning step is 58.7 ms (nsys) / 73.8 ms (kineto) while "
+        "the bf16 step ran in 31.7 ms unprofiled: the profiler's host cost (3 ms gaps before "
+        "cuKernelGetName) is not removed, so the estimate (3.2x / 2.5x) is host-bound")))
+    measured = step("lightning-vit-b", "32-true") / step("lightning-vit-b", "bf16-mixed")
+    assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
+
+
+def test_fp32_matmul_on_a_v100_trace_recommends_fp16_with_a_grad_scaler():
+    a = run(str(shared("hta/trace_diff/test/test.json.gz")), ("fp32-matmul", "fp8-candidate"))
+    f = finding(a, "fp32-matmul")
+    assert f is not None
+    assert "float16" in f.fix.snippet and "GradScaler" in f.fix.snippet
+    assert "bfloat16" not in f.fix.snippet and "tf32" not in f.fix.snippet.lower()
+    assert f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(125 / 15.7)
+    assert finding(a, "fp8-candidate") is None
+
+
+def test_a100_trace_gets_no_fp8_and_its_own_ratio():
+    a = run(str(shared("hta/trace_diff/control/control.json.gz")), ("fp32-matmul", "fp8-candidate"))
+    assert finding(a, "fp8-candidate") is None
+    f = finding(a, "fp32-matmul")
+    assert f is not None and f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(312 / 19.5)
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("9.0", (9, 0)), ("90", (9, 0)), ("sm_90", (9, 0)), ("sm90a", (9, 0)), ("8.6", (8, 6)),
+    ("86", (8, 6)), ("10.0", (10, 0)), ("100", (10, 0)), ((7, 0), (7, 0)), ("7", (7, 0)), ("x", None),
+])
+def test_compute_capability_is_read_in_every_format(value, expected):
+    assert parse_capability(value) == expected
+
+
+def test_gpu_lookup_by_name_then_capability():
+    assert lookup("Tesla V100-SXM2-32GB", "7.0").bf16 is None
+    assert not lookup("NVIDIA A100-SXM4-80GB", "8.0").has_fp8
+    assert lookup("NVIDIA H100 PCIe", "9.0").name == "H100 PCIe"
+    assert lookup("NVIDIA H100 80GB HBM3", "9.0").fp32_to_16bit == pytest.approx(14.8)
+    assert lookup(None, "sm_80").name == "A100"
+    assert lookup("AMD Radeon Graphics", "9.0") is None  # ROCm reports its own "capability"
+
+
+def test_scenario_fixture_is_the_planted_gpt2_step():
+    bad = json.loads((SCENARIOS / "compiler-fusion" / "bad" / "timing.json").read_text())
+    assert bad["scenario_info"]["route"] == "eager" and bad["scenario_info"]["size"] == "gpt2"
