@@ -10,19 +10,35 @@ from advisor.ingest.base import LoadOptions
 
 
 @click.command("analyze")
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True)
 @click.option("--json", "json_out", type=click.Path(path_type=Path), help="Write the JSON result here.")
 @click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report here.")
 @click.option("--rule", "rules", multiple=True, help="Run only these rules (name or code); repeatable.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
               help="Steady-state steps to analyse in detail.")
 @click.option("--quiet", "-q", is_flag=True, help="No console summary.")
-def command(trace: Path, json_out: Path | None, html_out: Path | None, rules: tuple[str, ...],
-            max_steps: int, quiet: bool) -> int:
-    """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz)."""
+@click.option("--job", "as_job", is_flag=True,
+              help="Analyse across ranks even for one file (one nsys report of a whole torchrun job).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Multi-rank: run the per-rank work on this Dask scheduler (default: a local cluster).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Multi-rank: worker processes of the local Dask cluster (default: one per core).")
+def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None, rules: tuple[str, ...],
+            max_steps: int, quiet: bool, as_job: bool, scheduler: str | None, workers: int | None) -> int:
+    """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz).
+
+    Several TRACES (files, a folder, a glob; one trace per rank) are analysed as one distributed
+    job: each rank in a Dask task, then the ranks together (communication, stragglers).
+    """
+    if as_job or scheduler or workers or len(traces) > 1 or not Path(traces[0]).is_file():
+        if not Path(traces[0]).exists() and len(traces) == 1 and not any(c in traces[0] for c in "*?["):
+            from advisor.errors import InputError
+
+            raise InputError(f"{traces[0]}: no such file")
+        return job_command(traces, json_out, html_out, rules, max_steps, quiet, scheduler, workers)
     from advisor.analysis import analyze
 
-    analysis = analyze(trace, rules, load_options=LoadOptions(max_steps=max_steps))
+    analysis = analyze(Path(traces[0]), rules, load_options=LoadOptions(max_steps=max_steps))
     emit(analysis, json_out, html_out, quiet)
     return 0
 
@@ -43,3 +59,29 @@ def emit(analysis, json_out: Path | None, html_out: Path | None, quiet: bool) ->
         write_html(analysis, html_out)
     if not quiet:
         console_report.render(analysis, Console(highlight=False))
+
+
+def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
+                rules: tuple[str, ...], max_steps: int, quiet: bool, scheduler: str | None,
+                workers: int | None) -> int:
+    """`advisor analyze` over several ranks: the job report."""
+    from rich.console import Console
+
+    from advisor.job import report
+    from advisor.job.api import analyze_job
+
+    err = Console(stderr=True, highlight=False)
+
+    def progress(done: int, total: int) -> None:
+        if not quiet and (done == total or done % max(1, total // 10) == 0):
+            err.print(f"[dim]ranks summarised: {done}/{total}[/]")
+
+    job = analyze_job(traces, scheduler=scheduler, workers=workers, rule_names=rules,
+                      max_steps=max_steps, progress=progress)
+    if json_out:
+        report.write_json(job, json_out)
+    if html_out:
+        report.write_html(job, html_out)
+    if not quiet:
+        report.render_console(job, Console(highlight=False))
+    return 0
