@@ -23,8 +23,13 @@ from advisor.ingest.base import LoadOptions
               help="Multi-rank: run the per-rank work on this Dask scheduler (default: a local cluster).")
 @click.option("--workers", type=click.IntRange(min=1),
               help="Multi-rank: worker processes of the local Dask cluster (default: one per core).")
+@click.option("--rank-rules", type=click.Choice(["sample", "all", "none"]), default="sample",
+              show_default=True,
+              help="Multi-rank: run the per-rank rules on a sample of ranks (the straggler, the "
+                   "least loaded, an even spread; every rank up to 8), on all, or on none.")
 def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None, rules: tuple[str, ...],
-            max_steps: int, quiet: bool, as_job: bool, scheduler: str | None, workers: int | None) -> int:
+            max_steps: int, quiet: bool, as_job: bool, scheduler: str | None, workers: int | None,
+            rank_rules: str) -> int:
     """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz).
 
     Several TRACES (files, a folder, a glob; one trace per rank) are analysed as one distributed
@@ -35,7 +40,8 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
             from advisor.errors import InputError
 
             raise InputError(f"{traces[0]}: no such file")
-        return job_command(traces, json_out, html_out, rules, max_steps, quiet, scheduler, workers)
+        return job_command(traces, json_out, html_out, rules, max_steps, quiet, scheduler, workers,
+                           rank_rules)
     from advisor.analysis import analyze
 
     analysis = analyze(Path(traces[0]), rules, load_options=LoadOptions(max_steps=max_steps))
@@ -63,7 +69,7 @@ def emit(analysis, json_out: Path | None, html_out: Path | None, quiet: bool) ->
 
 def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
                 rules: tuple[str, ...], max_steps: int, quiet: bool, scheduler: str | None,
-                workers: int | None) -> int:
+                workers: int | None, rank_rules: str = "sample") -> int:
     """`advisor analyze` over several ranks: the job report."""
     from rich.console import Console
 
@@ -77,7 +83,7 @@ def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path |
             err.print(f"[dim]ranks summarised: {done}/{total}[/]")
 
     job = analyze_job(traces, scheduler=scheduler, workers=workers, rule_names=rules,
-                      max_steps=max_steps, progress=progress)
+                      rank_rules=rank_rules, max_steps=max_steps, progress=progress)
     if json_out:
         report.write_json(job, json_out)
     if html_out:

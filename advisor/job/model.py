@@ -183,7 +183,6 @@ def build_job(ranks: list[RankSummary]) -> Job:
               rank_steps=per_rank)
     job.pace, job.pace_collectives = critical_path(ids, per_rank, indices, matches, offsets)
     job.straggler = find_straggler(job, per_rank)
-    job.rank_findings = merge_rank_findings(ranks)
     spread = max(offsets.values()) - min(offsets.values()) if offsets else 0
     if spread > 1_000_000:
         notes.append(f"rank clocks differ by up to {spread / 1e6:.1f} ms: aligned on collective ends")
@@ -324,7 +323,7 @@ def merge_rank_findings(ranks: list[RankSummary]) -> list[dict]:
     for r in ranks:
         for f in r.findings:
             by_rule[f["rule"]].append((r.rank, f))
-    analysed = [r.rank for r in ranks if r.findings or r.ranks_in_file == 1 or r.steps]
+    analysed = [r.rank for r in ranks]
     out = []
     for rule, hits in by_rule.items():
         speedups = [f["speedup"] for _, f in hits]

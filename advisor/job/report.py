@@ -166,13 +166,13 @@ def render_console(job: Job, console) -> None:
         console.print(f"Straggler: [bold red]rank {s['rank']}[/] ({s['cause']}): the others wait "
                       f"{s['others_waiting_ms']:.3f} ms per step; its extra work: {spent}")
     if d["findings"]:
-        t = Table(title="Job findings (sorted by estimated speedup of the job's step)", title_justify="left")
-        for col in ("rule", "speedup", "ranks", "what", "fix"):
-            t.add_column(col)
+        console.print("[bold]Job findings[/] (estimated speedup of the job's step, best first)")
         for f in d["findings"]:
-            t.add_row(f["rule"], f"{f['estimated_speedup']:.2f}x ({f['speedup_low']:.2f}-"
-                      f"{f['speedup_high']:.2f})", rank_ranges(f["ranks"]), f["message"], f["fix"]["title"])
-        console.print(t)
+            console.print(f"  [bold]{f['rule']}[/] [green]{f['estimated_speedup']:.2f}x[/] "
+                          f"({f['speedup_low']:.2f}-{f['speedup_high']:.2f}), "
+                          f"ranks {rank_ranges(f['ranks'])}")
+            console.print(f"    {f['message']}", soft_wrap=True)
+            console.print(f"    fix: {f['fix']['title']}", soft_wrap=True)
     else:
         console.print("[green]No job findings: communication is hidden and no rank holds the others back.[/]")
     if d["rank_findings"]:

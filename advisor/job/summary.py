@@ -13,11 +13,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.graph.kernels import classify, short_name
+from advisor.graph.kernels import classify
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, Step
 from advisor.job.collectives import (
     clip,
@@ -29,6 +28,7 @@ from advisor.job.collectives import (
     total,
 )
 
+KERNEL_NAME_CHARS = 160  # enough to tell template instances apart, bounded summary size
 TOP_KERNELS = 25
 """Kernels kept per step for the straggler comparison (by time): enough to cover the step."""
 
@@ -96,9 +96,9 @@ def rank_from_name(path: str | Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def summarize_graph(graph: OpGraph, order: int = 0, findings: Sequence[dict] = ()) -> list[RankSummary]:
+def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
     """Every rank (process with GPU work) in one op graph, summarised."""
-    pids = sorted({op.pid for op in graph.gpu_ops})
+    pids = sorted({op.pid for op in graph.gpu_ops} or {s.pid for s in graph.steps})
     steps_by_pid: dict[int, list[Step]] = defaultdict(list)
     for s in graph.steady_steps:
         steps_by_pid[s.pid].append(s)
@@ -130,7 +130,6 @@ def summarize_graph(graph: OpGraph, order: int = 0, findings: Sequence[dict] = (
         out.append(RankSummary(
             path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
             world_size=graph.info.world_size, order=order, steps=summaries,
-            findings=list(findings) if len(pids) == 1 or pid == _analysed_pid(graph) else [],
             notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
             ranks_in_file=len(pids), step_source=_step_source(step_source)))
     return out
@@ -138,13 +137,6 @@ def summarize_graph(graph: OpGraph, order: int = 0, findings: Sequence[dict] = (
 
 def _step_source(name: str) -> str:
     return "launch pattern" if name.endswith("(launch pattern)") else "ranges" if name != "none" else "none"
-
-
-def _analysed_pid(graph: OpGraph) -> int | None:
-    from advisor.engine.context import analysed_steps
-
-    steps = analysed_steps(graph)
-    return steps[0].pid if steps else None
 
 
 def _comm_waits(graph: OpGraph) -> dict[int, list[tuple[int, int]]]:
@@ -179,7 +171,7 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
     for o in inside:
         category_ns[classify(o).value] += o.duration_ns
         if o.kind is GpuOpKind.KERNEL and not is_communication(o):
-            kernel_ns[short_name(o.name)] += o.duration_ns
+            kernel_ns[o.name[:KERNEL_NAME_CHARS]] += o.duration_ns
     host_coll: Counter[str] = Counter()
     own = step.pid == pid
     for r in graph.ranges_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns) if own else ():

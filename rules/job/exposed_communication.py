@@ -41,8 +41,15 @@ def accumulation_bursts(step: StepSummary) -> list[list[Collective]]:
     ar = [c for c in step.collectives if c.kind == "AllReduce"]
     n = len(ar)
     gaps = [b.start_ns - a.end_ns for a, b in itertools.pairwise(ar)]
-    for k in range(min(n, 16), 1, -1):
-        if n % k:
+    marked = step.phase_count.get("forward", 0)
+    if marked:  # phase marks say how many micro-batches ran: only that split is a candidate
+        candidates = [marked] if marked >= 2 else []
+        min_size = 1
+    else:  # unmarked: a burst of one all-reduce has no inner gaps to compare with
+        candidates = list(range(min(n // 2, 16), 1, -1))
+        min_size = 2
+    for k in candidates:
+        if n % k or n // k < min_size:
             continue
         size = n // k
         cuts = {size * j - 1 for j in range(1, k)}
