@@ -30,8 +30,11 @@ from advisor.job.api import analyze_job
 
 
 class PeakMemory:
+    """Peak resident memory of this process and its children, and the CPU seconds they used."""
+
     def __init__(self) -> None:
         self.peak = 0
+        self.cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -42,16 +45,26 @@ class PeakMemory:
             for p in [me, *me.children(recursive=True)]:
                 with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
+                    t = p.cpu_times()
+                    self.cpu[p.pid] = t.user + t.system
             self.peak = max(self.peak, total)
             time.sleep(0.1)
 
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.cpu.values())
+
     def __enter__(self) -> PeakMemory:
+        me = psutil.Process().cpu_times()
+        self._base = me.user + me.system
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        me = psutil.Process().cpu_times()
+        self.cpu[psutil.Process().pid] = me.user + me.system - self._base
 
 
 def main() -> None:
@@ -75,8 +88,9 @@ def main() -> None:
     mb = sum(f.stat().st_size for f in files[:1]) / 1e6
     print(f"per-rank trace: {mb:.2f} MB gzip; per-rank rules: {args.rank_rules}; "
           f"cores: {psutil.cpu_count()}; load average at start: {psutil.getloadavg()[0]:.1f}")
-    print("| ranks | wall s | s per rank | peak memory MB | job step ms | straggler | waiting ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | wall s | CPU s (all processes) | CPU s per rank | peak memory MB | job step ms | "
+          "straggler | waiting ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
         with PeakMemory() as mem:
             t = time.perf_counter()
@@ -85,7 +99,8 @@ def main() -> None:
         s = job.straggler
         ok = s is not None and s.rank == args.straggler
         waiting = s.others_waiting_ns / 1e6 if s else 0.0
-        print(f"| {n} | {wall:.1f} | {wall / n:.3f} | {mem.peak / 1e6:.0f} | {job.step_ns / 1e6:.1f} | "
+        print(f"| {n} | {wall:.1f} | {mem.cpu_s:.0f} | {mem.cpu_s / n:.2f} | {mem.peak / 1e6:.0f} | "
+              f"{job.step_ns / 1e6:.1f} | "
               f"{s.rank if s else '-'}{'' if ok else ' (WRONG)'} | {waiting:.1f} |", flush=True)
 
 

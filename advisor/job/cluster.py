@@ -62,7 +62,7 @@ class JobCluster:
         else:
             n = workers or min(tasks, os.cpu_count() or 1)
             self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True,
-                                        dashboard_address=None, silence_logs=logging.ERROR)
+                                        dashboard_address=":0", silence_logs=logging.ERROR)
             self.client = Client(self.cluster)
 
     def __enter__(self) -> JobCluster:

@@ -173,6 +173,9 @@ def render_console(job: Job, console) -> None:
                           f"ranks {rank_ranges(f['ranks'])}")
             console.print(f"    {f['message']}", soft_wrap=True)
             console.print(f"    fix: {f['fix']['title']}", soft_wrap=True)
+    elif not d["collectives"]:
+        console.print("[yellow]No collective communication kernels in these traces (a CPU-only or gloo "
+                      "job, or a window without collectives): waiting and exposure cannot be measured.[/]")
     else:
         console.print("[green]No job findings: communication is hidden and no rank holds the others back.[/]")
     if d["rank_findings"]:

@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
 import os
+import shutil
+import tarfile
 import time
 from pathlib import Path
 
@@ -93,7 +96,7 @@ def run_variant(name, args, rank, world, device):
               bucket_cap_mb=bucket)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=device.type == "cuda")
     workers = 0 if slow == rank else args.workers
-    ds = Tokens(10_000_000, args.seq, args.vocab, args.work)
+    ds = Tokens(200_000, args.seq, args.vocab, args.work)
     sampler = torch.utils.data.DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=False)
     loader = torch.utils.data.DataLoader(ds, batch_size=args.batch, sampler=sampler, num_workers=workers,
                                          pin_memory=device.type == "cuda",
@@ -139,7 +142,16 @@ def run_variant(name, args, rank, world, device):
         for _ in range(args.profiled + 2):
             step()
             prof.step()
+    raw = trace_dir / f"rank{rank}.json"
+    with raw.open("rb") as src, gzip.open(f"{raw}.gz", "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst)
+    raw.unlink()
     sync()
+    if rank == 0 and args.pack:  # both ranks' traces of this variant in one file (few files come back)
+        Path(args.pack).mkdir(parents=True, exist_ok=True)
+        with tarfile.open(Path(args.pack) / f"{name}.tar", "w") as tar:
+            for r in range(world):
+                tar.add(trace_dir / f"rank{r}.json.gz", arcname=f"{name}/rank{r}.json.gz")
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return mean_ms
@@ -148,6 +160,7 @@ def run_variant(name, args, rank, world, device):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--pack", help="also write <variant>.tar of all ranks' traces here")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--vocab", type=int, default=32768)
@@ -156,11 +169,11 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--seq", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--work", type=int, default=40, help="CPU transform passes per sample")
+    ap.add_argument("--work", type=int, default=150, help="CPU transform passes per sample")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=20)
-    ap.add_argument("--profiled", type=int, default=3)
+    ap.add_argument("--profiled", type=int, default=2)
     args = ap.parse_args()
     backend = "nccl" if args.device == "cuda" else "gloo"
     dist.init_process_group(backend)
@@ -173,10 +186,10 @@ def main() -> None:
         results[name] = run_variant(name, args, rank, world, device)
         if rank == 0:
             print(f"{name}: {results[name]:.2f} ms per step (unprofiled, mean of {args.timed})", flush=True)
-    if rank == 0:
-        meta = {"world_size": world, "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu",
-                "torch": torch.__version__, "args": vars(args), "step_ms": results}
-        Path(args.out, "measured.json").write_text(json.dumps(meta, indent=2))
+            meta = {"world_size": world, "torch": torch.__version__, "args": vars(args), "step_ms": results,
+                    "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"}
+            for where in {args.out, args.pack or args.out}:
+                Path(where, "measured.json").write_text(json.dumps(meta, indent=2))
     dist.destroy_process_group()
 
 
