@@ -207,13 +207,14 @@ def write_html(job: Job, path: str | Path) -> None:
     d = to_dict(job)
     ranks = d["step_ranks"]
     # rank x step grids
-    own = [[st["rank_step_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
+    step = [[st["rank_step_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
+    own = [[st["rank_own_work_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
     exposed = [[st["rank_exposed_comm_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
     env = jinja2.Environment(loader=jinja2.PackageLoader("advisor.report.templates", "."),
                              autoescape=True, undefined=jinja2.StrictUndefined)
     template = env.get_template("job.html.j2")
     html = template.render(
-        d=d, ranks=ranks, step_grid=_heat(own), exposed_grid=_heat(exposed),
+        d=d, ranks=ranks, step_grid=_heat(step), own_grid=_heat(own), exposed_grid=_heat(exposed),
         straggler=d["straggler"]["rank"] if d["straggler"] else None,
         rank_ranges=rank_ranges, median=statistics.median,
         css=files("advisor.report.templates").joinpath("report.css").read_text(encoding="utf-8"))
