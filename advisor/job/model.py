@@ -49,7 +49,7 @@ class JobStep:
     rank_comm_ns: dict[int, int]
     rank_exposed_ns: dict[int, int]
     rank_waiting_ns: dict[int, int]
-    rank_busy_ns: dict[int, int]  # step time minus waiting: what the rank itself needed
+    rank_busy_ns: dict[int, int]  # step time minus exposed waiting: what the rank itself needed
 
 
 @dataclass
@@ -158,6 +158,9 @@ def build_job(ranks: list[RankSummary]) -> Job:
     ids = sorted(per_rank)
     offsets, matches = _clock_offsets(ids, per_rank, indices, notes)
     waiting: dict[tuple[int, int], int] = defaultdict(int)  # (rank, step) -> ns
+    # The part of the waiting the GPU had nothing else to do: waiting beside compute (an early
+    # bucket's all-reduce spinning while the backward pass goes on) costs the rank nothing.
+    lost: dict[tuple[int, int], int] = defaultdict(int)
     waiting_kind: dict[tuple[int, str], int] = defaultdict(int)
     for (i, kind, _n), by_rank in matches.items():
         entries = {r: c.start_ns - offsets[r] for r, c in by_rank.items()}
@@ -166,6 +169,7 @@ def build_job(ranks: list[RankSummary]) -> Job:
             w = min(last - entries[r], c.duration_ns)
             c.waiting_ns = w
             waiting[(r, i)] += w
+            lost[(r, i)] += min(w, c.exposed_ns)
             waiting_kind[(r, kind)] += w
     steps = []
     for i in indices:
@@ -176,7 +180,7 @@ def build_job(ranks: list[RankSummary]) -> Job:
             rank_comm_ns={r: s.comm_ns for r, s in ss.items()},
             rank_exposed_ns={r: s.exposed_comm_ns for r, s in ss.items()},
             rank_waiting_ns={r: waiting[(r, i)] for r in ids},
-            rank_busy_ns={r: ss[r].time_ns - waiting[(r, i)] for r in ids},
+            rank_busy_ns={r: ss[r].time_ns - lost[(r, i)] for r in ids},
         ))
     job = Job(ranks=ranks, steps=steps, collectives=_collective_stats(ids, per_rank, indices, waiting_kind),
               offsets_ns=offsets, straggler=None, pace={}, pace_collectives={}, notes=notes,
