@@ -173,7 +173,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=6)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=20)
-    ap.add_argument("--profiled", type=int, default=2)
+    ap.add_argument("--profiled", type=int, default=4)
     args = ap.parse_args()
     backend = "nccl" if args.device == "cuda" else "gloo"
     dist.init_process_group(backend)
