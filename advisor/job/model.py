@@ -158,9 +158,6 @@ def build_job(ranks: list[RankSummary]) -> Job:
     ids = sorted(per_rank)
     offsets, matches = _clock_offsets(ids, per_rank, indices, notes)
     waiting: dict[tuple[int, int], int] = defaultdict(int)  # (rank, step) -> ns
-    # The part of the waiting the GPU had nothing else to do: waiting beside compute (an early
-    # bucket's all-reduce spinning while the backward pass goes on) costs the rank nothing.
-    lost: dict[tuple[int, int], int] = defaultdict(int)
     waiting_kind: dict[tuple[int, str], int] = defaultdict(int)
     for (i, kind, _n), by_rank in matches.items():
         entries = {r: c.start_ns - offsets[r] for r, c in by_rank.items()}
@@ -169,7 +166,6 @@ def build_job(ranks: list[RankSummary]) -> Job:
             w = min(last - entries[r], c.duration_ns)
             c.waiting_ns = w
             waiting[(r, i)] += w
-            lost[(r, i)] += min(w, c.exposed_ns)
             waiting_kind[(r, kind)] += w
     steps = []
     for i in indices:
@@ -180,7 +176,11 @@ def build_job(ranks: list[RankSummary]) -> Job:
             rank_comm_ns={r: s.comm_ns for r, s in ss.items()},
             rank_exposed_ns={r: s.exposed_comm_ns for r, s in ss.items()},
             rank_waiting_ns={r: waiting[(r, i)] for r in ids},
-            rank_busy_ns={r: ss[r].time_ns - lost[(r, i)] for r in ids},
+            # Waiting costs a rank only where its GPU had nothing else to do: an early bucket's
+            # all-reduce spinning beside the backward pass costs nothing, but it pushes the later
+            # buckets back, so the loss shows up as exposed communication at the step's end. Per
+            # step, the lost time is the waiting up to the exposed communication.
+            rank_busy_ns={r: ss[r].time_ns - min(waiting[(r, i)], ss[r].exposed_comm_ns) for r in ids},
         ))
     job = Job(ranks=ranks, steps=steps, collectives=_collective_stats(ids, per_rank, indices, waiting_kind),
               offsets_ns=offsets, straggler=None, pace={}, pace_collectives={}, notes=notes,
