@@ -104,7 +104,8 @@ class ExposedCommunication(JobRule):
     Each rank's own work per step loses the fix's share of its exposed transfer; the job's step is
     the slowest rank's. ``no_sync``: the first k-1 bursts go (low: their exposed part, high: their
     whole time). Overlap fixes: the exposed transfer except the step's last collective, which has
-    no compute left to hide behind (low: half of it).
+    no compute left to hide behind, and at most the step's compute not already hiding some
+    (low: half of it).
 
     Known false positives
     ---------------------
@@ -153,8 +154,11 @@ class ExposedCommunication(JobRule):
             colls = [c for c in per[r][st.index].collectives if kinds is None or c.kind in kinds]
             if not colls:
                 return 0.0
-            tail = max(per[r][st.index].collectives, key=lambda c: c.end_ns)
-            return float(sum(_transfer(c) for c in colls if c is not tail))
+            s = per[r][st.index]
+            tail = max(s.collectives, key=lambda c: c.end_ns)
+            # overlap hides communication only behind compute not already hiding some
+            free_compute = max(0, s.compute_ns - (s.comm_ns - s.exposed_comm_ns))
+            return float(min(sum(_transfer(c) for c in colls if c is not tail), free_compute))
 
         exposed = statistics.median(
             sum(_transfer(c) for c in per[r][i].collectives) for r in ranks for i in steps)
