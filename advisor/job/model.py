@@ -39,6 +39,7 @@ class CollectiveStat:
     total_ns: float  # per step, mean over ranks
     exposed_ns: float
     waiting_ns: float
+    host_ns: float = 0.0  # per step, mean over ranks: the host inside the collective's call ranges
 
 
 @dataclass
@@ -203,9 +204,16 @@ def _collective_stats(ids, per_rank, indices, waiting_kind) -> list[CollectiveSt
                 a[1] += c.duration_ns
                 a[2] += c.exposed_ns
     n = max(1, len(ids) * len(indices))
+    host: dict[str, float] = defaultdict(float)
+    for r in ids:
+        for i in indices:
+            for kind, ns in per_rank[r][i].host_collectives.items():
+                host[kind] += ns
     out = [CollectiveStat(kind, round(a[0] / n), a[1] / n, a[2] / n,
-                          sum(waiting_kind[(r, kind)] for r in ids) / n)
+                          sum(waiting_kind[(r, kind)] for r in ids) / n, host.get(kind, 0.0) / n)
            for kind, a in agg.items()]
+    # collectives seen only as host ranges (no kernel in the window: gloo, CPU-only)
+    out += [CollectiveStat(kind, 0, 0.0, 0.0, 0.0, ns / n) for kind, ns in host.items() if kind not in agg]
     return sorted(out, key=lambda c: -c.total_ns)
 
 

@@ -92,6 +92,7 @@ def to_dict(job: Job) -> dict[str, Any]:
         "collectives": [{
             "kind": c.kind, "count_per_step": c.count, "total_ms": _ms(c.total_ns),
             "exposed_ms": _ms(c.exposed_ns), "waiting_ms": _ms(c.waiting_ns),
+            "host_call_ms": _ms(c.host_ns),
         } for c in job.collectives],
         "straggler": None if s is None else {
             "rank": s.rank, "cause": s.cause, "excess_ms": _ms(s.excess_ns),
@@ -154,11 +155,11 @@ def render_console(job: Job, console) -> None:
     console.print(t)
     if d["collectives"]:
         t = Table(title="Communication per step, by collective (mean over ranks)", title_justify="left")
-        for col in ("collective", "count", "total ms", "exposed ms", "waiting ms"):
+        for col in ("collective", "kernels", "total ms", "exposed ms", "waiting ms", "host call ms"):
             t.add_column(col, justify="right")
         for c in d["collectives"]:
             t.add_row(c["kind"], str(c["count_per_step"]), f"{c['total_ms']:.3f}",
-                      f"{c['exposed_ms']:.3f}", f"{c['waiting_ms']:.3f}")
+                      f"{c['exposed_ms']:.3f}", f"{c['waiting_ms']:.3f}", f"{c['host_call_ms']:.3f}")
         console.print(t)
     if d["straggler"]:
         s = d["straggler"]
@@ -173,7 +174,7 @@ def render_console(job: Job, console) -> None:
                           f"ranks {rank_ranges(f['ranks'])}")
             console.print(f"    {f['message']}", soft_wrap=True)
             console.print(f"    fix: {f['fix']['title']}", soft_wrap=True)
-    elif not d["collectives"]:
+    elif not any(c["count_per_step"] for c in d["collectives"]):
         console.print("[yellow]No collective communication kernels in these traces (a CPU-only or gloo "
                       "job, or a window without collectives): waiting and exposure cannot be measured.[/]")
     else:

@@ -173,11 +173,13 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
         if o.kind is GpuOpKind.KERNEL and not is_communication(o):
             kernel_ns[o.name[:KERNEL_NAME_CHARS]] += o.duration_ns
     host_coll: Counter[str] = Counter()
+    covered = 0
     own = step.pid == pid
     for r in graph.ranges_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns) if own else ():
         kind = host_collective(r.name)
-        if kind:
+        if kind and r.start_ns >= covered:  # the outermost only: c10d::allreduce_ holds nccl:all_reduce
             host_coll[kind] += r.duration_ns
+            covered = r.end_ns
     waited = sum(ns for t, ns in waits if step.cpu_start_ns <= t < step.cpu_end_ns)
     comm_ns = total(comm_u)
     return StepSummary(
