@@ -51,10 +51,28 @@ def worker_command(opts, launcher_args: list[str]) -> list[str]:
 def torchrun(opts, launcher_args: list[str]) -> int:
     cmd = worker_command(opts, launcher_args)
     code = subprocess.call(cmd)
-    if not opts.quiet:
-        traces = sorted(p.name for p in opts.out.glob("trace_rank*.json.gz"))
-        traces += sorted(p.name for p in opts.out.glob("nsys_rank*.sqlite"))
-        if traces:
-            print(f"advisor: per-rank traces in {opts.out}: {', '.join(traces)}; analyses: "
-                  "analysis_rank<R>.json", file=sys.stderr)
+    traces = sorted(p.name for p in opts.out.glob("trace_rank*.json.gz"))
+    traces += sorted(p.name for p in opts.out.glob("nsys_rank*.sqlite"))
+    if traces and not opts.quiet:
+        print(f"advisor: per-rank traces in {opts.out}: {', '.join(traces)}; analyses: "
+              "analysis_rank<R>.json", file=sys.stderr)
+    job_report(opts)
     return code
+
+
+def job_report(opts) -> None:
+    """End with the whole job: every rank's trace analysed together (`advisor.job`), written to
+    ``job.json`` and ``job.html`` beside the traces. torch.profiler traces are preferred over nsys
+    exports when both were recorded (one trace per rank)."""
+    from advisor.errors import AdvisorError
+
+    traces = sorted(opts.out.glob("trace_rank*.json.gz")) or sorted(opts.out.glob("nsys_rank*.sqlite"))
+    if len(traces) < 2:
+        return
+    from advisor.commands.analyze import job_command
+
+    try:
+        job_command(tuple(str(t) for t in traces), opts.out / "job.json", opts.out / "job.html", (),
+                    30, opts.quiet, None, None)
+    except AdvisorError as e:  # the script's own exit code stands; say why there is no job report
+        print(f"advisor: no job report: {e}", file=sys.stderr)

@@ -45,7 +45,7 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 
 
 @click.command("analyze")
-@click.argument("trace", type=click.Path(path_type=Path))
+@click.argument("traces", nargs=-1, required=True)
 @click.option("--json", "json_out", type=click.Path(path_type=Path, allow_dash=True),
               help="Write the JSON result here; `-` writes it to stdout (the console summary then "
                    "goes to stderr).")
@@ -63,11 +63,25 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @click.option("--pid", type=int, help="The process (rank) to analyse; default: the one with the "
                                       "most steps.")
 @click.option("--quiet", "-q", is_flag=True, help="No console summary and no progress display.")
-def command(trace: Path, json_out: Path | None, html_out: Path | None, select: tuple[str, ...],
-            ignore: tuple[str, ...], rule_option: tuple[str, ...], isolated: bool, show_fixes: bool,
-            max_steps: int, max_unpacked: str, step_pattern: str | None, pid: int | None,
-            quiet: bool) -> int:
+@click.option("--job", "as_job", is_flag=True,
+              help="Analyse across ranks even for one file (one nsys report of a whole torchrun job).")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="Multi-rank: run the per-rank work on this Dask scheduler (default: a local cluster).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Multi-rank: worker processes of the local Dask cluster (default: one per core).")
+@click.option("--rank-rules", type=click.Choice(["sample", "all", "none"]), default="sample",
+              show_default=True,
+              help="Multi-rank: run the per-rank rules on a sample of ranks (the straggler, the "
+                   "least loaded, an even spread; every rank up to 8), on all, or on none.")
+def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
+            select: tuple[str, ...], ignore: tuple[str, ...], rule_option: tuple[str, ...],
+            isolated: bool, show_fixes: bool, max_steps: int, max_unpacked: str,
+            step_pattern: str | None, pid: int | None, quiet: bool, as_job: bool,
+            scheduler: str | None, workers: int | None, rank_rules: str) -> int:
     """Analyse an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz).
+
+    Several TRACES (files, a folder, a glob; one trace per rank) are analysed as one distributed
+    job: each rank in a Dask task, then the ranks together (communication, stragglers).
 
     Rules are picked and configured by [tool.advisor] in the closest pyproject.toml (from the
     working directory upward), then by --select/--ignore/--rule-option. While it works, a
@@ -81,8 +95,18 @@ def command(trace: Path, json_out: Path | None, html_out: Path | None, select: t
     except ValueError as e:
         raise click.BadParameter(f"{max_unpacked!r} is not a size like 500M or 32G",
                                  param_hint="--max-unpacked") from e
-    check_outputs([trace], {"--json": json_out, "--html": html_out})
     settings = settings_from_cli(select, ignore, rule_option, isolated)
+    if as_job or scheduler or workers or len(traces) > 1 or _names_ranks(traces[0]):
+        from advisor.config import resolve
+        from advisor.engine.registry import load_rules
+
+        names = tuple(r.name for r in resolve(load_rules(), settings)[0])
+        check_outputs([Path(t) for t in traces if Path(t).is_file()],
+                      {"--json": json_out, "--html": html_out})
+        return job_command(traces, json_out, html_out, names, max_steps, quiet, scheduler, workers,
+                           rank_rules)
+    trace = Path(traces[0])
+    check_outputs([trace], {"--json": json_out, "--html": html_out})
     progress = Progress.on_stderr(quiet)
     options = LoadOptions(max_steps=max_steps, max_unpacked_bytes=cap, step_pattern=step_pattern,
                           pid=pid)
@@ -143,3 +167,40 @@ def emit(analysis, json_out: Path | None, html_out: Path | None, quiet: bool,
     if not quiet:
         console_report.render(analysis, Console(stderr=stderr, highlight=False),
                               show_fixes=show_fixes)
+
+
+def _names_ranks(arg: str) -> bool:
+    """One argument names several rank traces when it is a folder or a glob that is no file;
+    anything else (a file, a FIFO, a missing or unusable path) takes the single-trace path and
+    its input checks (`advisor.ingest.input_file`)."""
+    try:
+        p = Path(arg)
+        return p.is_dir() or (any(c in arg for c in "*?[") and not p.exists())
+    except OSError:  # a name too long for the filesystem: the single-trace path says so
+        return False
+
+
+def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
+                rules: tuple[str, ...], max_steps: int, quiet: bool, scheduler: str | None,
+                workers: int | None, rank_rules: str = "sample") -> int:
+    """`advisor analyze` over several ranks: the job report."""
+    from rich.console import Console
+
+    from advisor.job import report
+    from advisor.job.api import analyze_job
+
+    err = Console(stderr=True, highlight=False)
+
+    def progress(done: int, total: int) -> None:
+        if not quiet and (done == total or done % max(1, total // 10) == 0):
+            err.print(f"[dim]ranks summarised: {done}/{total}[/]")
+
+    job = analyze_job(traces, scheduler=scheduler, workers=workers, rule_names=rules,
+                      rank_rules=rank_rules, max_steps=max_steps, progress=progress)
+    if json_out:
+        report.write_json(job, json_out)
+    if html_out:
+        report.write_html(job, html_out)
+    if not quiet:  # with `--json -` the console goes to stderr, stdout stays parseable
+        report.render_console(job, Console(stderr=str(json_out) == "-", highlight=False))
+    return 0

@@ -17,6 +17,24 @@ from advisor.errors import AdvisorError, AnalysisError
 from advisor.ingest.base import LoadOptions
 
 
+def _is_job(p: Path) -> bool:
+    """A folder or a glob of rank traces is a distributed job."""
+    return p.is_dir() or any(ch in str(p) for ch in "*?[")
+
+
+def _job_gate(baseline: Path, candidate: Path, threshold: float) -> int:
+    from advisor.job.api import analyze_job
+    from advisor.job.gate import compare_jobs, render
+
+    base = analyze_job([baseline], rank_rules="none")
+    cand = analyze_job([candidate], rank_rules="none")
+    result = compare_jobs(base, cand, threshold)
+    click.echo(render(result), nl=False)
+    if result.status == "inconclusive":
+        raise AnalysisError("gate inconclusive: " + result.reason)
+    return result.exit_code
+
+
 @click.command("gate")
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
@@ -40,11 +58,14 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
             json_out: Path | None, step_pattern: str | None, pid: int | None) -> int:
     """Compare two runs of one training step (traces or `advisor analyze --json` results)
-    and decide whether CANDIDATE may replace BASELINE.
+    and decide whether CANDIDATE may replace BASELINE. Folders or globs of rank traces compare
+    two distributed jobs by the job's step and name the rank and collective that regressed.
 
     Exit 0: pass. 1: regression (stdout says what, by how much, and the rules). 2: could not
     compare (unreadable input, no steps, different workloads, too few or too noisy steps).
     """
+    if _is_job(baseline) or _is_job(candidate):  # several ranks per run: compare the jobs
+        return _job_gate(baseline, candidate, threshold / 100)
     from advisor.engine.registry import load_rules, select
     from advisor.gate.compare import Policy, gate
     from advisor.gate.github import render_annotations

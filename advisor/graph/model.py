@@ -235,6 +235,10 @@ class TraceInfo:
     # Where the detailed events cover the trace: [start, end) on the trace clock.
     window_ns: tuple[int, int] | None = None
     notes: list[str] = field(default_factory=list)  # what the ingest could not read, plainly
+    # The rank of a distributed job this trace records, from the trace's own metadata (Kineto's
+    # ``distributedInfo``); None when the trace does not say (see `advisor.job.inputs`).
+    rank: int | None = None
+    world_size: int | None = None
 
 
 class OpGraph:

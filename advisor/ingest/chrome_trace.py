@@ -288,7 +288,22 @@ def _trace_info(path: Path, doc: TraceDocument, collected: Collected) -> TraceIn
     info.software = _software(meta)
     info.processes, info.threads = _host_names(collected)
     info.notes.extend(_notes(meta, collected, info))
+    info.rank, info.world_size = _rank(meta.get("distributedInfo"))
     return info
+
+
+def _rank(dist: Any) -> tuple[int | None, int | None]:
+    """(rank, world size) from Kineto's ``distributedInfo``; None where it says nothing usable."""
+    if not isinstance(dist, dict):
+        return None, None
+
+    def as_int(v: Any) -> int | None:
+        try:
+            return int(v) if v is not None and not isinstance(v, bool) else None
+        except (TypeError, ValueError):
+            return None
+
+    return as_int(dist.get("rank")), as_int(dist.get("world_size"))
 
 
 def _gpus(properties: Any, used: set[int]) -> list[GpuInfo]:

@@ -184,6 +184,9 @@ def test_torchrun_writes_one_trace_and_analysis_per_rank(tmp_path):
         assert (tmp_path / f"trace_rank{rank}.json.gz").exists()
         assert json.loads((tmp_path / report).read_text())["steps"]["count"] == 4
         assert json.loads((tmp_path / f"analysis_rank{rank}.json").read_text())
+    job = json.loads((tmp_path / "job.json").read_text())  # and the job across both ranks
+    assert job["job"]["ranks"] == 2 and [r["rank"] for r in job["ranks"]] == [0, 1]
+    assert "Job: 2 ranks" in done.stdout
 
 
 # ----- in-process (CliRunner) ------------------------------------------------------------------

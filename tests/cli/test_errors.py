@@ -39,7 +39,8 @@ def test_missing_file(tmp_path):
 
 
 def test_directory(tmp_path):
-    assert_one_line_error(run("analyze", str(tmp_path)), "is a directory")
+    # a folder is a job of one trace per rank (issue 18); one without traces is a one-line error
+    assert_one_line_error(run("analyze", str(tmp_path)), "a folder with no trace files")
 
 
 def test_empty_file(tmp_path):

@@ -1,0 +1,100 @@
+"""Run the per-rank work on Dask: one task per trace file, only small results travel back.
+
+Each task loads one trace and returns its `RankSummary` list (a few kilobytes); the op graphs stay
+on the workers. Without ``--scheduler`` a `LocalCluster` of worker processes on this machine runs
+the tasks (one single-threaded worker per core: trace parsing is pure Python and holds the GIL,
+so threads would not help); with it, an existing cluster's workers do, reading the traces where
+they live (the paths must be valid on the workers: a shared file system, or the scheduler started
+beside the traces).
+
+The work comes in two passes over one cluster: every rank's summary, then the per-rank rules on
+the ranks the job model picks (`advisor.job.api`), since a rule's what-if replay costs several
+times a trace's parse.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import AdvisorError, InputError
+from advisor.ingest.base import LoadOptions
+from advisor.job.summary import RankSummary
+
+
+def summarize_file(path: str, order: int, max_steps: int) -> list[RankSummary]:
+    """Dask task: one trace file in, its ranks' summaries out."""
+    from advisor.ingest.base import load_trace
+    from advisor.job.summary import summarize_graph
+
+    return summarize_graph(load_trace(path, LoadOptions(max_steps=max_steps)), order)
+
+
+def rank_findings(path: str, rule_names: Sequence[str] | None, max_steps: int) -> list[dict]:
+    """Dask task: the per-rank rules over one trace file, as plain findings."""
+    from advisor.analysis import analyze_graph
+    from advisor.ingest.base import load_trace
+    from advisor.job.summary import finding_record
+
+    analysis = analyze_graph(load_trace(path, LoadOptions(max_steps=max_steps)), rule_names)
+    return [finding_record(f) for f in analysis.results.findings]
+
+
+class JobCluster:
+    """A Dask client for the length of one job analysis (a local cluster unless given one)."""
+
+    def __init__(self, scheduler: str | None = None, workers: int | None = None,
+                 tasks: int = 1) -> None:
+        try:
+            from dask.distributed import Client, LocalCluster
+        except ImportError as e:  # a dependency of advisor: only a broken install lacks it
+            raise AdvisorError("multi-rank analysis needs dask[distributed] (pip install advisor "
+                               "installs it)") from e
+        self.cluster = None
+        if scheduler:
+            try:
+                self.client = Client(scheduler, timeout="15s")
+            except OSError as e:
+                raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
+        else:
+            n = workers or min(tasks, os.cpu_count() or 1)
+            self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True,
+                                        dashboard_address=":0", silence_logs=logging.ERROR)
+            self.client = Client(self.cluster)
+
+    def __enter__(self) -> JobCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+    def map(self, fn: Callable[..., Any], *iterables: Sequence[Any],
+            progress: Callable[[int, int], None] | None = None, **kwargs: Any) -> list[Any]:
+        """``fn`` over the iterables on the cluster; results in input order."""
+        from dask.distributed import as_completed
+
+        futures = self.client.map(fn, *iterables, pure=False, **kwargs)
+        index = {f.key: i for i, f in enumerate(futures)}
+        out: list[Any] = [None] * len(futures)
+        for done, future in enumerate(as_completed(futures), start=1):
+            out[index[future.key]] = future.result()  # an AdvisorError on a worker re-raises here
+            future.release()
+            if progress:
+                progress(done, len(futures))
+        return out
+
+    def summaries(self, paths: Sequence[Path], max_steps: int = LoadOptions.max_steps,
+                  progress: Callable[[int, int], None] | None = None) -> list[RankSummary]:
+        per_file = self.map(summarize_file, [str(p) for p in paths], list(range(len(paths))),
+                            max_steps=max_steps, progress=progress)
+        return [s for summaries in per_file for s in summaries]
+
+    def findings(self, paths: Sequence[str], rule_names: Sequence[str] | None,
+                 max_steps: int = LoadOptions.max_steps) -> list[list[dict]]:
+        return self.map(rank_findings, list(paths), rule_names=list(rule_names or []) or None,
+                        max_steps=max_steps)

@@ -1,0 +1,80 @@
+"""Which files make up a job, and which rank each one is.
+
+``advisor analyze`` takes a folder, a glob or several files, one trace per rank (or one file that
+holds several ranks, as ``nsys profile`` of a ``torchrun`` writes it). A rank comes from the trace's
+own metadata (Kineto's ``distributedInfo``), else from the file name (``rank3``, ``worker_3``),
+else from the order the files were given (a file holding several processes numbers them by GPU),
+and the report says which.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Sequence
+from pathlib import Path
+
+from advisor.errors import InputError
+from advisor.job.summary import RankSummary, rank_from_name
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".db")
+
+
+def _is_trace_name(p: Path) -> bool:
+    return p.name.lower().endswith(TRACE_SUFFIXES)
+
+
+def expand(paths: Sequence[str | Path]) -> list[Path]:
+    """Files named, folders' trace files (sorted, not recursive), glob patterns' matches."""
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(f for f in p.iterdir() if f.is_file() and _is_trace_name(f))
+            if not found:
+                raise InputError(f"{p}: a folder with no trace files (*.json, *.json.gz, *.sqlite)")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        elif any(ch in str(raw) for ch in "*?["):
+            found = sorted(Path(f) for f in glob.glob(str(raw)) if Path(f).is_file())
+            if not found:
+                raise InputError(f"{raw}: the pattern matches no file")
+            out.extend(found)
+        else:
+            raise InputError(f"{p}: no such file")
+    seen: set[Path] = set()
+    unique = []
+    for p in out:
+        key = p.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append(p)
+    return unique
+
+
+def assign_ranks(summaries: list[RankSummary]) -> list[RankSummary]:
+    """Give every summary a rank and say where it came from; two claims on one rank is an error."""
+    for s in summaries:
+        if s.ranks_in_file == 1 and s.metadata_rank is not None:
+            s.rank, s.rank_source = s.metadata_rank, "trace metadata"
+        elif s.ranks_in_file == 1 and rank_from_name(s.path) is not None:
+            s.rank, s.rank_source = rank_from_name(s.path), "file name"  # type: ignore[assignment]
+    taken = {s.rank for s in summaries if s.rank_source}
+    # The rest by the order given (within one file by GPU index), after the ranks already known.
+    rest = sorted((s for s in summaries if not s.rank_source),
+                  key=lambda s: (s.order, s.device if s.device is not None else -1, s.pid))
+    nxt = 0
+    for s in rest:
+        while nxt in taken:
+            nxt += 1
+        s.rank = nxt
+        s.rank_source = "GPU order in the file" if s.ranks_in_file > 1 else "order given"
+        taken.add(nxt)
+    by_rank: dict[int, RankSummary] = {}
+    for s in summaries:
+        if s.rank in by_rank:
+            other = by_rank[s.rank]
+            raise InputError(f"two traces claim rank {s.rank} ({s.rank_source}): {other.path} and "
+                             f"{s.path}")
+        by_rank[s.rank] = s
+    return sorted(summaries, key=lambda s: s.rank)

@@ -1,0 +1,202 @@
+"""One rank's trace reduced to what the cross-rank view needs: a few kilobytes per rank.
+
+This runs inside a Dask task next to the trace (`advisor.job.cluster`): the op graph, with its
+hundreds of thousands of events, never leaves the worker; only a `RankSummary` does. It keeps, per
+steady-state step: the step's GPU window, compute/communication/idle time, every collective
+(kind, start, end, how much of it no compute overlapped), the phase times and the kernel time by
+kernel, so the job model can align ranks, find who waited for whom, and say what the slowest rank
+spent its extra time on. The per-rank rules run here too and travel as plain findings.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from advisor.graph.kernels import classify
+from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, Step
+from advisor.job.collectives import (
+    clip,
+    host_collective,
+    intersection_ns,
+    is_communication,
+    kernel_collective,
+    merge,
+    total,
+)
+
+KERNEL_NAME_CHARS = 160  # enough to tell template instances apart, bounded summary size
+TOP_KERNELS = 25
+"""Kernels kept per step for the straggler comparison (by time): enough to cover the step."""
+
+
+@dataclass(slots=True)
+class Collective:
+    kind: str  # "AllReduce", "SendRecv" ...
+    start_ns: int
+    end_ns: int
+    exposed_ns: int  # the part no compute kernel on this GPU overlapped
+    waiting_ns: int = 0  # the part spent waiting for ranks that entered later (set by the job model)
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class StepSummary:
+    index: int
+    start_ns: int  # the step's window on the GPU (on the host where it ran no GPU work)
+    end_ns: int
+    compute_ns: int  # union of non-communication kernels
+    comm_ns: int  # union of communication kernels
+    exposed_comm_ns: int  # communication with no compute kernel running beside it
+    idle_ns: int  # the GPU ran nothing
+    host_ns: int  # the step on the host thread
+    phase_ns: dict[str, int] = field(default_factory=dict)  # CPU time per phase (data, forward ...)
+    phase_count: dict[str, int] = field(default_factory=dict)  # how often each phase ran in the step
+    collectives: list[Collective] = field(default_factory=list)
+    host_collectives: dict[str, int] = field(default_factory=dict)  # host range time per collective
+    host_wait_on_comm_ns: int = 0  # host calls held until a communication kernel ended
+    kernel_ns: dict[str, int] = field(default_factory=dict)  # top compute kernels by time
+    category_ns: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def time_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+@dataclass(slots=True)
+class RankSummary:
+    path: str
+    pid: int
+    device: int | None
+    gpu: str
+    metadata_rank: int | None  # what the trace itself says
+    world_size: int | None
+    order: int  # position of the file in the order given
+    steps: list[StepSummary]
+    findings: list[dict] = field(default_factory=list)  # per-rank rule findings, plain data
+    notes: list[str] = field(default_factory=list)
+    ranks_in_file: int = 1
+    rank: int = -1  # resolved by `advisor.job.inputs.assign_ranks`
+    rank_source: str = ""
+    step_source: str = ""
+
+
+_FILE_RANK = re.compile(r"(?:rank|worker|proc|gpu)[-_.]?(\d+)", re.I)
+
+
+def rank_from_name(path: str | Path) -> int | None:
+    """``rank3.json.gz``, ``trace_rank-12.sqlite``, ``worker_0.pt.trace.json``: the number, else None."""
+    m = _FILE_RANK.search(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
+    """Every rank (process with GPU work) in one op graph, summarised."""
+    pids = sorted({op.pid for op in graph.gpu_ops} or {s.pid for s in graph.steps})
+    steps_by_pid: dict[int, list[Step]] = defaultdict(list)
+    for s in graph.steady_steps:
+        steps_by_pid[s.pid].append(s)
+    if steps_by_pid:  # one step thread per process: the busiest, as the single-trace analysis does
+        for pid, steps in steps_by_pid.items():
+            tids = Counter(s.tid for s in steps)
+            tid = tids.most_common(1)[0][0]
+            steps_by_pid[pid] = sorted((s for s in steps if s.tid == tid), key=lambda s: s.cpu_start_ns)
+    ops_by_pid: dict[int, list[GpuOp]] = defaultdict(list)
+    for op in graph.gpu_ops:
+        ops_by_pid[op.pid].append(op)
+    waits = _comm_waits(graph)
+    out = []
+    for pid in pids:
+        notes: list[str] = []
+        own = steps_by_pid.get(pid)
+        step_source = graph.steps[0].name if graph.steps else "none"
+        if not own and steps_by_pid:
+            donor = max(steps_by_pid, key=lambda p: len(steps_by_pid[p]))
+            own = steps_by_pid[donor]
+            notes.append(f"no steps of its own: the step windows of process {donor} in the same "
+                         f"trace (one clock) are used")
+        ops = ops_by_pid[pid]
+        devices = Counter(o.device for o in ops)
+        device = devices.most_common(1)[0][0] if devices else None
+        gpu = next((g.name for g in graph.info.gpus if g.device == device), "")
+        summaries = [_step(graph, s, pid, ops, waits.get(pid, [])) for s in own or []]
+        rank = graph.info.rank if len(pids) == 1 else None
+        out.append(RankSummary(
+            path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
+            world_size=graph.info.world_size, order=order, steps=summaries,
+            notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
+            ranks_in_file=len(pids), step_source=_step_source(step_source)))
+    return out
+
+
+def _step_source(name: str) -> str:
+    return "launch pattern" if name.endswith("(launch pattern)") else "ranges" if name != "none" else "none"
+
+
+def _comm_waits(graph: OpGraph) -> dict[int, list[tuple[int, int]]]:
+    """Per process, (host start, held ns) of every host call that waited on a collective."""
+    from advisor.graph.syncs import host_waits
+
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for w in host_waits(graph):
+        if is_communication(w.op):
+            out[w.call.pid].append((w.call.start_ns, w.wait_ns))
+    return out
+
+
+def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
+          waits: list[tuple[int, int]]) -> StepSummary:
+    lo = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
+    hi = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
+    starts = [o.start_ns for o in ops]
+    inside = ops[bisect_left(starts, lo):bisect_left(starts, hi)]
+    comm = [o for o in inside if is_communication(o)]
+    compute = [o for o in inside if o.kind is GpuOpKind.KERNEL and not is_communication(o)]
+    comm_u = merge(clip(((o.start_ns, o.end_ns) for o in comm), lo, hi))
+    comp_u = merge(clip(((o.start_ns, o.end_ns) for o in compute), lo, hi))
+    busy = merge(clip(((o.start_ns, o.end_ns) for o in inside), lo, hi))
+    collectives = [
+        Collective(kernel_collective(o.name), o.start_ns, o.end_ns,
+                   o.duration_ns - intersection_ns([(o.start_ns, o.end_ns)], comp_u))
+        for o in comm
+    ]
+    kernel_ns: Counter[str] = Counter()
+    category_ns: Counter[str] = Counter()
+    for o in inside:
+        category_ns[classify(o).value] += o.duration_ns
+        if o.kind is GpuOpKind.KERNEL and not is_communication(o):
+            kernel_ns[o.name[:KERNEL_NAME_CHARS]] += o.duration_ns
+    host_coll: Counter[str] = Counter()
+    covered = 0
+    own = step.pid == pid
+    for r in graph.ranges_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns) if own else ():
+        kind = host_collective(r.name)
+        if kind and r.start_ns >= covered:  # the outermost only: c10d::allreduce_ holds nccl:all_reduce
+            host_coll[kind] += r.duration_ns
+            covered = r.end_ns
+    waited = sum(ns for t, ns in waits if step.cpu_start_ns <= t < step.cpu_end_ns)
+    comm_ns = total(comm_u)
+    return StepSummary(
+        index=step.index, start_ns=lo, end_ns=hi,
+        compute_ns=total(comp_u), comm_ns=comm_ns,
+        exposed_comm_ns=comm_ns - intersection_ns(comm_u, comp_u),
+        idle_ns=(hi - lo) - total(busy), host_ns=step.cpu_ns,
+        phase_ns={k: sum(e - s for s, e in v) for k, v in step.phases.items()} if step.pid == pid else {},
+        phase_count={k: len(v) for k, v in step.phases.items()} if step.pid == pid else {},
+        collectives=collectives, host_collectives=dict(host_coll), host_wait_on_comm_ns=waited,
+        kernel_ns=dict(kernel_ns.most_common(TOP_KERNELS)), category_ns=dict(category_ns))
+
+
+def finding_record(f) -> dict:
+    """A per-rank `Finding` as plain data (it crosses process boundaries)."""
+    return {
+        "rule": f.rule, "code": f.code, "message": f.message, "fix": f.fix.title,
+        "speedup": f.estimate.speedup, "low": f.estimate.low, "high": f.estimate.high,
+        "confidence": f.confidence.value,
+    }

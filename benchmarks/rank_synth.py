@@ -1,0 +1,106 @@
+"""Synthetic rank traces made from a real one: the input of the multi-rank scale benchmark.
+
+Each rank is the real torch.profiler trace, rewritten as rank r of N: its own clock offset (ranks
+on different hosts disagree by milliseconds), its ``distributedInfo``, and planted anomalies:
+
+* a straggler rank: every other rank enters each collective ``delay_us`` earlier and waits for
+  it there (its NCCL kernels start earlier and last longer, as a waiting NCCL kernel does);
+* exposed collectives: on every rank, each step's first collective lasts ``exposed_us`` longer.
+
+Only timestamps and durations change; event counts and names stay the real trace's, so parsing
+cost per rank is the real one.
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import random
+from pathlib import Path
+
+BASE = (Path(__file__).resolve().parents[2] / "shared" / "traces" / "hta" / "nccl_parser_config"
+        / "nccl_data.json.gz")
+
+
+def load_base(path: str | Path = BASE) -> dict:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _is_nccl_kernel(e: dict) -> bool:
+    return e.get("cat") in ("kernel", "Kernel") and "nccl" in e.get("name", "").lower()
+
+
+def rank_trace(base: dict, rank: int, world: int, straggler: int | None, delay_us: float,
+               exposed_us: float, offset_us: float) -> dict:
+    doc = copy.copy(base)
+    events = []
+    steps = sorted(e["ts"] for e in base["traceEvents"]
+                   if str(e.get("name", "")).startswith("ProfilerStep#") and "ts" in e)
+    firsts: set[int] = set()
+    if exposed_us:  # the first collective kernel after each step's start
+        kernels = sorted((e["ts"], i) for i, e in enumerate(base["traceEvents"]) if _is_nccl_kernel(e))
+        for s in steps:
+            nxt = next((i for ts, i in kernels if ts >= s), None)
+            if nxt is not None:
+                firsts.add(nxt)
+    for i, e in enumerate(base["traceEvents"]):
+        if "ts" not in e:
+            events.append(e)
+            continue
+        e = dict(e)
+        e["ts"] = e["ts"] + offset_us
+        if _is_nccl_kernel(e):
+            if straggler is not None and rank != straggler:
+                e["ts"] -= delay_us
+                e["dur"] = e.get("dur", 0) + delay_us
+            if i in firsts:
+                e["dur"] = e.get("dur", 0) + exposed_us
+        events.append(e)
+    doc["traceEvents"] = events
+    doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": world}
+    return doc
+
+
+def offsets(world: int, seed: int = 0) -> list[float]:
+    """The clock offset (µs) planted on each rank."""
+    rng = random.Random(seed)
+    return [rng.uniform(-5000, 5000) for _ in range(world)]
+
+
+def _write(doc: dict, p: Path) -> None:
+    with gzip.open(p, "wt", encoding="utf-8", compresslevel=1) as f:
+        json.dump(doc, f, separators=(",", ":"))
+
+
+def write_ranks(out: Path, world: int, straggler: int | None = None, delay_us: float = 2000.0,
+                exposed_us: float = 0.0, seed: int = 0, base: dict | None = None,
+                distinct: int | None = None) -> list[Path]:
+    """Write ``rank{r}.json.gz`` for r in 0..world-1 (gzip level 1: fast to write).
+
+    With ``distinct``, only that many different files are written and the other ranks are hard
+    links to them, named by rank and without a rank in their metadata (the rank then comes from
+    the file name): writing 1,000 real-size traces would take longer than analysing them.
+    """
+    base = base or load_base()
+    out.mkdir(parents=True, exist_ok=True)
+    shift = offsets(world, seed)
+    paths = []
+    pool: dict[tuple[bool, int], Path] = {}
+    for r in range(world):
+        p = out / f"rank{r}.json.gz"
+        if p.exists():
+            p.unlink()
+        if distinct is None:
+            _write(rank_trace(base, r, world, straggler, delay_us, exposed_us, shift[r]), p)
+        else:
+            key = (r == straggler, r % distinct)
+            if key not in pool:
+                doc = rank_trace(base, r, world, straggler, delay_us, exposed_us, shift[key[1]])
+                doc["distributedInfo"] = {"backend": "nccl", "world_size": world}
+                pool[key] = out / f"variant{int(key[0])}_{key[1]}.json.gz.src"
+                _write(doc, pool[key])
+            p.hardlink_to(pool[key])
+        paths.append(p)
+    return paths

@@ -1,0 +1,241 @@
+"""Communication the GPU waits for instead of overlapping it with compute."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Iterable
+
+from advisor.engine.rule import Confidence, Evidence, Fix
+from advisor.job.model import Job
+from advisor.job.rule import JobFinding, JobRule, job_estimate
+from advisor.job.summary import Collective, StepSummary
+
+_SHARDED = ("AllGather", "ReduceScatter")
+
+
+def job_share(job: Job) -> float:
+    """Communication's share of the GPUs' kernel time (HTA's "communication %" of kernel time)."""
+    comm = comp = 0
+    for r in job.rank_ids:
+        for st in job.steps:
+            s = job.rank_steps[r][st.index]
+            comm += s.category_ns.get("communication", 0)
+            comp += sum(s.category_ns.values())  # HTA counts copies and memsets as kernels too
+    return comm / comp if comp else 0.0
+
+
+def _transfer(c: Collective) -> int:
+    """The exposed part of a collective that is its own transfer, not waiting for a late rank."""
+    return max(0, c.exposed_ns - c.waiting_ns)
+
+
+def accumulation_bursts(step: StepSummary) -> list[list[Collective]]:
+    """All-reduces of a step split into the micro-batches that issued them.
+
+    Under gradient accumulation without ``no_sync()``, DDP all-reduces every micro-batch's
+    gradients: the step's all-reduces come in k equal bursts, and between two bursts runs the
+    next micro-batch's whole forward pass, a longer gap than any between buckets of one backward.
+    Returns one burst when the step does not look like that.
+    """
+    ar = [c for c in step.collectives if c.kind == "AllReduce"]
+    n = len(ar)
+    gaps = [b.start_ns - a.end_ns for a, b in itertools.pairwise(ar)]
+    marked = step.phase_count.get("forward", 0)
+    if marked:  # phase marks say how many micro-batches ran: only that split is a candidate
+        candidates = [marked] if marked >= 2 else []
+        min_size = 1
+    else:  # unmarked: a burst of one all-reduce has no inner gaps to compare with
+        candidates = list(range(min(n // 2, 16), 1, -1))
+        min_size = 2
+    for k in candidates:
+        if n % k or n // k < min_size:
+            continue
+        size = n // k
+        cuts = {size * j - 1 for j in range(1, k)}
+        inner = [g for i, g in enumerate(gaps) if i not in cuts]
+        outer = [gaps[i] for i in cuts]
+        if outer and min(outer) > 2 * max(inner, default=0) and min(outer) > 0:
+            return [ar[j * size:(j + 1) * size] for j in range(k)]
+    return [ar] if ar else []
+
+
+class ExposedCommunication(JobRule):
+    """Collectives the GPU waits for instead of overlapping them with compute.
+
+    What it detects
+    ---------------
+    Communication kernels (NCCL, old ``ncclKernel_*`` and new ``ncclDevKernel_*`` names) during
+    which no compute kernel runs on the same GPU, minus the part spent waiting for a late rank
+    (that is the straggler's cost, see `straggler-rank`). The fix is picked from the evidence:
+    all-reduces in k bursts per step (gradient accumulation without ``no_sync()``), exposed
+    all-gathers/reduce-scatters (FSDP without prefetch), host calls held until a collective ends
+    (a collective that blocks the host), else DDP's bucketing.
+
+    Why it is slow
+    --------------
+    While a collective runs alone, the SMs idle; DDP and FSDP are built to overlap gradient
+    communication with the backward pass and parameter gathers with the previous layer's compute.
+
+    Evidence
+    --------
+    Per rank and step: exposed communication, its collectives, the waiting part.
+
+    Example
+    -------
+    ```python
+    for i, batch in enumerate(loader):
+        loss = model(batch).mean() / accum
+        loss.backward()            # all-reduces on every micro-batch
+        if (i + 1) % accum == 0:
+            opt.step(); opt.zero_grad()
+    ```
+
+    Use instead
+    -----------
+    ```python
+    ctx = model.no_sync() if (i + 1) % accum else contextlib.nullcontext()
+    with ctx:
+        loss.backward()            # all-reduce only on the last micro-batch
+    ```
+
+    Speedup model
+    -------------
+    Each rank's own work per step loses the fix's share of its exposed transfer; the job's step is
+    the slowest rank's. ``no_sync``: the first k-1 bursts go (low: their exposed part, high: their
+    whole time). Overlap fixes: the exposed transfer except the step's last collective, which has
+    no compute left to hide behind, and at most the step's compute not already hiding some
+    (low: half of it).
+
+    Known false positives
+    ---------------------
+    Pipeline-parallel send/recv between stages is exposed by design in the bubble.
+
+    References
+    ----------
+    PyTorch DDP notes (bucket_cap_mb, gradient_as_bucket_view, no_sync); FSDP
+    ``forward_prefetch``/``backward_prefetch``; NCCL kernel naming.
+    """
+
+    code = "DIST001"
+    name = "exposed-communication"
+
+    def check(self, job: Job) -> Iterable[JobFinding]:
+        if not job.steps or not any(job.rank_steps[r][s.index].collectives
+                                    for r in job.rank_ids for s in job.steps):
+            return
+        steps = [s.index for s in job.steps]
+        per = job.rank_steps
+        ranks = job.rank_ids
+
+        bursts = {(r, i): accumulation_bursts(per[r][i]) for r in ranks for i in steps}
+        k = statistics.median(len(b) for b in bursts.values())
+        if k >= 2:
+            def removed(r, st, whole=False):
+                b = bursts[(r, st.index)]
+                cs = [c for burst in b[:-1] for c in burst]
+                return sum(c.duration_ns - c.waiting_ns if whole else _transfer(c) for c in cs)
+            est = job_estimate(job, removed, removed, lambda r, st: removed(r, st, True),
+                               "job replay: the first k-1 all-reduce bursts per step removed",
+                               [f"{int(k)} micro-batches per step, each all-reducing its gradients",
+                                "the last micro-batch's all-reduce stays as it is"])
+            yield self._finding(
+                job, est, f"all-reduce runs on every one of {int(k)} micro-batches per step: "
+                f"gradient accumulation without no_sync()",
+                Fix("Skip DDP's all-reduce on all but the last micro-batch with model.no_sync()",
+                    "ctx = model.no_sync() if (i + 1) % accum_steps else contextlib.nullcontext()\n"
+                    "with ctx:\n    loss.backward()\n"
+                    "# Lightning: Trainer(accumulate_grad_batches=k) does this; HF accelerate: "
+                    "with accelerator.accumulate(model):"),
+                {"micro_batches": k})
+            return
+
+        def hideable(r, st, kinds=None):
+            colls = [c for c in per[r][st.index].collectives if kinds is None or c.kind in kinds]
+            if not colls:
+                return 0.0
+            s = per[r][st.index]
+            tail = max(s.collectives, key=lambda c: c.end_ns)
+            # overlap hides communication only behind compute not already hiding some
+            free_compute = max(0, s.compute_ns - (s.comm_ns - s.exposed_comm_ns))
+            return float(min(sum(_transfer(c) for c in colls if c is not tail), free_compute))
+
+        exposed = statistics.median(
+            sum(_transfer(c) for c in per[r][i].collectives) for r in ranks for i in steps)
+        sharded = statistics.median(
+            sum(_transfer(c) for c in per[r][i].collectives if c.kind in _SHARDED)
+            for r in ranks for i in steps)
+        host_wait = statistics.median(per[r][i].host_wait_on_comm_ns for r in ranks for i in steps)
+
+        if host_wait > 0:
+            def unblocked(r, st):
+                s = per[r][st.index]
+                return float(min(s.host_wait_on_comm_ns, s.idle_ns))
+            est = job_estimate(job, unblocked, lambda r, st: unblocked(r, st) / 2, unblocked,
+                               "job replay: the GPU idle time while the host waited on a collective removed",
+                               ["the host has other work to queue while the collective runs"])
+            yield self._finding(
+                job, est, "the host waits for collectives to finish (a blocking wait(), .item() or "
+                "a synchronize after an all-reduce), so the GPU idles until the host launches again",
+                Fix("Let collectives run asynchronously: async_op=True and wait() only where the "
+                    "result is used; keep reduced metrics on the GPU",
+                    "work = dist.all_reduce(t, async_op=True)\n# ... queue more work ...\nwork.wait()  "
+                    "# no .item()/synchronize right after"),
+                {"host_wait_on_comm_ns": host_wait})
+
+        if sharded > exposed / 2 and sharded > 0:
+            est = job_estimate(job, lambda r, st: hideable(r, st, _SHARDED),
+                               lambda r, st: hideable(r, st, _SHARDED) / 2,
+                               lambda r, st: hideable(r, st, _SHARDED),
+                               "job replay: exposed all-gather/reduce-scatter transfer hidden behind "
+                               "the neighbouring layer's compute, except the step's last collective",
+                               ["enough compute per layer to cover its gather"])
+            yield self._finding(
+                job, est, "FSDP's all-gathers/reduce-scatters run exposed: parameters are "
+                "gathered only when the layer needs them",
+                Fix("Prefetch FSDP's all-gathers",
+                    "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)\n"
+                    "# FSDP2: layer.set_modules_to_forward_prefetch([next_layer]); "
+                    "layer.set_modules_to_backward_prefetch([prev_layer])", kind="config"),
+                {"exposed_sharded_ns": sharded})
+            return
+        if exposed <= 0:
+            return
+        reduce = statistics.median(
+            sum(_transfer(c) for c in per[r][i].collectives if c.kind == "AllReduce")
+            for r in ranks for i in steps)
+        est = job_estimate(job, hideable, lambda r, st: hideable(r, st) / 2, hideable,
+                           "job replay: exposed collective transfer hidden behind compute, "
+                           "except the step's last collective",
+                           ["the step has compute left to overlap each collective with"])
+        if reduce <= exposed / 2:  # all-to-all / send-recv: embeddings, MoE, pipeline stages
+            yield self._finding(
+                job, est, f"{exposed / 1e6:.2f} ms of all-to-all/send-recv per step runs with no compute "
+                f"beside it ({job_share(job):.0%} of the GPU's kernel time is communication)",
+                Fix("Overlap the all-to-all with compute: pipeline the next batch's exchange behind "
+                    "this batch's dense compute, or split it into chunks interleaved with compute",
+                    "# TorchRec: TrainPipelineSparseDist(model, optimizer, device)\n"
+                    "# MoE: overlap dispatch/combine all-to-all with expert compute (chunked)"),
+                {"exposed_comm_ns": exposed})
+            return
+        ar = [c for r in ranks for i in steps for c in per[r][i].collectives if c.kind == "AllReduce"]
+        per_step = len(ar) / max(1, len(ranks) * len(steps))
+        fastest = min((c.duration_ns - c.waiting_ns for c in ar), default=0)
+        typical = statistics.median(c.duration_ns - c.waiting_ns for c in ar) if ar else 0
+        latency_bound = bool(ar) and per_step >= 8 and typical < 2 * max(fastest, 1)
+        title = ("Fewer, larger DDP buckets: many small all-reduces each pay NCCL's fixed latency"
+                 if latency_bound else "Overlap gradient all-reduces with the backward pass")
+        many = f" ({per_step:.0f} all-reduces per step, most near the fastest one)" if latency_bound else ""
+        yield self._finding(
+            job, est,
+            f"{exposed / 1e6:.2f} ms of communication per step runs with no compute beside it{many}",
+            Fix(title,
+                "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True, static_graph=True)\n"
+                "# and no host sync inside backward; the first bucket should be ready early",
+                kind="config"),
+            {"exposed_comm_ns": exposed, "allreduce_per_step": per_step})
+
+    def _finding(self, job: Job, est, message: str, fix: Fix, quantities: dict) -> JobFinding:
+        return JobFinding(self.name, self.code, message, tuple(job.rank_ids),
+                          Evidence(steps=tuple(s.index for s in job.steps), quantities=quantities),
+                          fix, est, Confidence.MODELED)

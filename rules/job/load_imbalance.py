@@ -1,0 +1,81 @@
+"""Ranks doing unequal work, with no single straggler to blame."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from advisor.engine.rule import Confidence, Evidence, Fix
+from advisor.job.model import Job
+from advisor.job.rule import JobFinding, JobRule, job_estimate
+
+
+class LoadImbalance(JobRule):
+    """Several ranks take turns holding the job back: the work is spread unevenly.
+
+    What it detects
+    ---------------
+    Ranks' own work per step (step time minus waiting) differs, and no single rank sets most of
+    the critical path: the pace passes between ranks (uneven sequence lengths, data-dependent
+    work, MoE routing).
+
+    Why it is slow
+    --------------
+    At each collective the job waits for whichever rank got the most work this time; the job's
+    step is the maximum over ranks, not the mean.
+
+    Evidence
+    --------
+    Per-rank own work per step, its spread, the ranks on the critical path.
+
+    Example
+    -------
+    ```python
+    sampler = DistributedSampler(ds)  # variable-length samples, no length bucketing
+    ```
+
+    Use instead
+    -----------
+    ```python
+    # pack sequences to a fixed token budget per rank, or bucket by length across ranks
+    ```
+
+    Speedup model
+    -------------
+    Every rank's own work per step at the mean over ranks (perfect balance; low: half-way).
+
+    Known false positives
+    ---------------------
+    Ranks with different roles by design (pipeline stages).
+
+    References
+    ----------
+    HTA temporal breakdown across ranks.
+    """
+
+    code = "DIST003"
+    name = "load-imbalance"
+
+    def check(self, job: Job) -> Iterable[JobFinding]:
+        if len(job.rank_ids) < 3 or not job.pace or max(job.pace.values()) >= 0.5:
+            return  # two ranks or one dominant rank: that is `straggler-rank`
+
+        def balanced(r, st, share=1.0):
+            mean = statistics.mean(st.rank_busy_ns.values())
+            return share * max(0.0, st.rank_busy_ns[r] - mean)
+
+        est = job_estimate(job, balanced, lambda r, st: balanced(r, st, 0.5), balanced,
+                           "job replay: every rank's own work at the mean over ranks",
+                           ["work can be moved between ranks"])
+        busy = job.median_by_rank("rank_busy_ns")
+        spread = max(busy.values()) - min(busy.values())
+        pacers = [r for r, v in job.pace.items() if v >= 0.1]
+        yield JobFinding(
+            self.name, self.code,
+            f"ranks' own work per step spans {spread / 1e6:.2f} ms and the pace passes between ranks "
+            f"{', '.join(map(str, pacers[:8]))}",
+            tuple(pacers), Evidence(steps=tuple(s.index for s in job.steps),
+                                    quantities={"busy_spread_ns": spread}),
+            Fix("Balance the work per rank: pack or length-bucket samples, even shards",
+                "# e.g. pack sequences to a fixed number of tokens per rank and step"),
+            est, Confidence.MODELED)

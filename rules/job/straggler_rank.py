@@ -1,0 +1,107 @@
+"""One rank the others wait for at every collective."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+from advisor.engine.rule import Confidence, Evidence, Fix
+from advisor.job.model import Job
+from advisor.job.rule import JobFinding, JobRule, job_estimate
+
+_FIXES = {
+    "input pipeline": Fix(
+        "Feed the slow rank faster: more DataLoader workers, pinned memory, prefetch; check its "
+        "storage and CPU affinity",
+        "DataLoader(ds, num_workers=8, pin_memory=True, persistent_workers=True, prefetch_factor=4)"),
+    "host work": Fix(
+        "Move per-rank host work (rank-0 logging, checkpointing, evaluation) out of the step or "
+        "off the critical path",
+        "if rank == 0 and step % log_every == 0:  # not every step; or hand it to a thread\n"
+        "    log(metrics)"),
+    "slower kernels (clocks or a slower GPU)": Fix(
+        "Check the slow rank's GPU: clocks, power or thermal throttling, a degraded part",
+        "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <gpu of that rank>", kind="config"),
+    "more work on this rank": Fix(
+        "Give every rank the same work: balance shards, sequence lengths, expert routing",
+        "DistributedSampler(ds, drop_last=True)  # and pack/bucket sequences by length"),
+    "slower communication links": Fix(
+        "Check the slow rank's interconnect (NVLink/IB link errors, topology, NCCL_ALGO)",
+        "nvidia-smi nvlink -s; NCCL_DEBUG=INFO", kind="config"),
+}
+
+
+class StragglerRank(JobRule):
+    """One rank arrives last at the collectives and sets the whole job's pace.
+
+    What it detects
+    ---------------
+    The rank whose late entries into collectives make up most of the job graph's critical path,
+    and what it spent the extra time on, from its own trace: GPU idle with a longer data phase
+    (input pipeline), GPU idle otherwise (host work), the same kernels running slower (clocks or
+    a slower GPU), more kernel time (more work), or longer transfers (links).
+
+    Why it is slow
+    --------------
+    Every collective completes only when the last rank joins: the others spin in NCCL kernels
+    for as long as the straggler lags, so one slow rank slows every GPU of the job.
+
+    Evidence
+    --------
+    The straggler, the others' waiting per step, the difference by component.
+
+    Example
+    -------
+    ```python
+    loader = DataLoader(ds, num_workers=0 if rank == 1 else 8)  # one rank starved
+    ```
+
+    Use instead
+    -----------
+    ```python
+    loader = DataLoader(ds, num_workers=8, pin_memory=True, persistent_workers=True)
+    ```
+
+    Speedup model
+    -------------
+    The straggler's own work per step falls to the median other rank's; the job's step is then
+    the slowest rank's own work (low: half of the gap closed).
+
+    Known false positives
+    ---------------------
+    A rank with a different role (pipeline stage, rank-0 evaluation) is slower by design.
+
+    References
+    ----------
+    NCCL collectives' semantics; HTA straggler analysis.
+    """
+
+    code = "DIST002"
+    name = "straggler-rank"
+
+    def check(self, job: Job) -> Iterable[JobFinding]:
+        s = job.straggler
+        if s is None or job.pace.get(s.rank, 0.0) < 0.5 or s.excess_ns <= 0:
+            return
+        others = [r for r in job.rank_ids if r != s.rank]
+
+        def closed(r, st, share=1.0):
+            if r != s.rank:
+                return 0.0
+            target = statistics.median(st.rank_busy_ns[o] for o in others)
+            return share * max(0.0, st.rank_busy_ns[r] - target)
+
+        est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
+                           "job replay: the straggler's own work per step at the median other rank's",
+                           ["the other ranks' work does not change"])
+        own = [f["rule"] for f in job.rank_findings if s.rank in f["ranks"] and not f["all_ranks"]]
+        parts = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in s.spent_on.items())
+        message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
+                   f"the others wait {s.others_waiting_ns / 1e6:.2f} ms per step for it; it spends "
+                   f"{s.excess_ns / 1e6:.2f} ms more per step on its own work ({parts}); cause: {s.cause}"
+                   + (f"; its own trace also shows {', '.join(own)}" if own else ""))
+        q = {"straggler_rank": s.rank, "excess_ns": s.excess_ns, "others_waiting_ns": s.others_waiting_ns,
+             **{f"spent_{k.split(' ')[0].lower()}_ns": v for k, v in s.spent_on.items()}, **s.evidence}
+        yield JobFinding(self.name, self.code, message, (s.rank,),
+                         Evidence(steps=tuple(st.index for st in job.steps), quantities=q),
+                         _FIXES[s.cause], est, Confidence.MODELED)

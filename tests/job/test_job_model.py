@@ -1,0 +1,116 @@
+"""The cross-rank model on real captures and on synthetic ranks with planted anomalies."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from advisor.errors import InputError
+from advisor.job.cluster import summarize_file
+from advisor.job.inputs import assign_ranks, expand
+from advisor.job.model import build_job
+from advisor.job.report import comm_share, to_dict
+from advisor.job.rule import run_job_rules
+from tests.conftest import shared
+from tests.job.conftest import DELAY_US, STRAGGLER, WORLD
+
+
+def _job(path):
+    return build_job(assign_ranks(summarize_file(str(path), 0, 30)))
+
+
+def test_hta_16_rank_example_matches_hta_communication_figures():
+    """HTA reports communication at 43% of kernel time with 1.4% overlap on this rank's trace."""
+    job = _job(shared("hta/negative_queue_length_values_check/rank0.json.gz"))
+    share, overlap = comm_share(job)
+    assert job.ranks[0].rank == 0 and job.ranks[0].rank_source == "trace metadata"
+    assert 0.38 <= share <= 0.48, share
+    assert overlap <= 0.03, overlap
+    names = [f.rule for f in run_job_rules(job)]
+    assert "exposed-communication" in names  # advisor used to report no findings here
+
+
+def test_two_ranks_in_one_nsys_file_waiting_and_straggler():
+    job = _job(shared("nsys-ai/mfu_2gpu_before.sqlite"))
+    assert [r.rank_source for r in job.ranks] == ["GPU order in the file"] * 2
+    assert len(job.steps) >= 10
+    wait = job.median_by_rank("rank_waiting_ns")
+    late = min(wait, key=wait.get)  # the one nobody waits on... waits the least
+    assert wait[late] < 0.1 * max(wait.values())
+    assert job.straggler is not None and job.straggler.rank == late
+    # every step, the job's step is the slowest rank's
+    for st in job.steps:
+        assert st.time_ns == max(st.rank_time_ns.values())
+        for r in st.rank_time_ns:
+            assert 0 <= st.rank_exposed_ns[r] <= st.rank_comm_ns[r]
+
+
+def test_planted_straggler_clock_skew_and_waiting(synth_summaries):
+    import rank_synth
+
+    job = build_job(synth_summaries)
+    assert [r.rank_source for r in job.ranks] == ["trace metadata"] * WORLD
+    assert job.straggler.rank == STRAGGLER
+    assert job.pace[STRAGGLER] > 0.9
+    # clock offsets recovered from collective ends, within a microsecond of the planted ones
+    planted = rank_synth.offsets(WORLD)
+    for r in range(WORLD):
+        expected_ns = (planted[r] - planted[0]) * 1000
+        assert abs(job.offsets_ns[r] - expected_ns) < 1000
+    per_step = statistics.median(len(job.rank_steps[0][st.index].collectives) for st in job.steps)
+    for r in range(WORLD):
+        waited = job.median_by_rank("rank_waiting_ns")[r]
+        if r == STRAGGLER:
+            assert waited < 1000
+        else:
+            assert waited == pytest.approx(per_step * DELAY_US * 1000, rel=0.01)
+    found = {f.rule: f for f in run_job_rules(job)}
+    s = found["straggler-rank"]
+    assert s.ranks == (STRAGGLER,)
+    # fixing the straggler gives back the planted waiting: 7 x 3 ms of a ~222 ms step
+    saved = s.estimate.step_ns - s.estimate.predicted_step_ns
+    assert saved == pytest.approx(per_step * DELAY_US * 1000, rel=0.05)
+
+
+def test_json_has_rank_by_step_grids(synth_summaries):
+    job = build_job(synth_summaries)
+    d = to_dict(job)
+    assert d["schema"] == "advisor-job" and d["straggler"]["rank"] == STRAGGLER
+    assert d["step_ranks"] == list(range(WORLD))
+    for st in d["steps"]:
+        assert len(st["rank_step_ms"]) == len(st["rank_exposed_comm_ms"]) == WORLD
+    assert {c["kind"] for c in d["collectives"]} == {"AllReduce", "Broadcast"}
+
+
+def test_inputs_folder_glob_and_errors(synth_ranks, tmp_path):
+    folder = synth_ranks[0].parent
+    assert expand([folder]) == sorted(synth_ranks)
+    assert expand([str(folder / "rank*.json.gz")]) == sorted(synth_ranks)
+    assert expand([synth_ranks[1], synth_ranks[0], synth_ranks[1]]) == [synth_ranks[1], synth_ranks[0]]
+    with pytest.raises(InputError, match="matches no file"):
+        expand([str(tmp_path / "nothing*.json")])
+    with pytest.raises(InputError, match="no trace files"):
+        expand([tmp_path])
+
+
+def test_duplicate_ranks_are_refused(synth_summaries):
+    import copy
+
+    twin = copy.deepcopy(synth_summaries[0])
+    twin.path = "elsewhere.json"
+    twin.rank_source = ""
+    with pytest.raises(InputError, match="two traces claim rank 0"):
+        assign_ranks([*copy.deepcopy(synth_summaries), twin])
+
+
+def test_rank_from_file_name_then_order():
+    from advisor.job.summary import RankSummary, rank_from_name
+
+    assert rank_from_name("run/trace_rank-12.pt.trace.json.gz") == 12
+    assert rank_from_name("worker_3.json") == 3
+    assert rank_from_name("profile.json") is None
+    a = RankSummary("b_rank1.json", 1, 0, "", None, None, 0, [])
+    b = RankSummary("plain.json", 2, 0, "", None, None, 1, [])
+    out = assign_ranks([a, b])
+    assert [(s.rank, s.rank_source) for s in out] == [(0, "order given"), (1, "file name")]
