@@ -10,11 +10,20 @@ it would have reported go to ``system-out``. ElementTree does the escaping.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from advisor.gate.compare import GateResult, Regression
 
 SUITE = "advisor gate"
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+"""Characters XML 1.0 cannot hold even escaped (C0 controls such as ESC from a kernel or GPU
+name): ElementTree would write them raw and strict JUnit consumers reject the file."""
+
+
+def xml_text(text: str) -> str:
+    """Trace-derived text as XML 1.0 can carry it: each forbidden character becomes U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)
 
 
 def _suite(cases: list[ET.Element]) -> bytes:
@@ -31,23 +40,24 @@ def _suite(cases: list[ET.Element]) -> bytes:
 
 def _case(name: str, failures: list[Regression] | None = None, error: str | None = None,
           out: str | None = None, error_wins: bool = False) -> ET.Element:
-    case = ET.Element("testcase", classname="advisor.gate", name=name)
+    case = ET.Element("testcase", classname="advisor.gate", name=xml_text(name))
     failures = failures or []
     lines = [out] if out else []
     if failures and not (error is not None and error_wins):
-        text = "\n".join(r.summary for r in failures)
+        text = xml_text("\n".join(r.summary for r in failures))
         kinds = sorted({r.kind for r in failures})
-        f = ET.SubElement(case, "failure", message="; ".join(r.summary for r in failures)[:500],
+        f = ET.SubElement(case, "failure",
+                          message=xml_text("; ".join(r.summary for r in failures)[:500]),
                           type=kinds[0] if len(kinds) == 1 else "+".join(kinds))
         f.text = text
         if error is not None:
             lines.append(f"also inconclusive: {error}")
     elif error is not None:
-        e = ET.SubElement(case, "error", message=error[:500], type="inconclusive")
-        e.text = error
+        e = ET.SubElement(case, "error", message=xml_text(error[:500]), type="inconclusive")
+        e.text = xml_text(error)
         lines += [f"would fail: {r.summary}" for r in failures]
     if lines:
-        ET.SubElement(case, "system-out").text = "\n".join(lines)
+        ET.SubElement(case, "system-out").text = xml_text("\n".join(lines))
     return case
 
 

@@ -134,3 +134,15 @@ def test_verdict_json_is_versioned_and_complete(failed):
     assert d["status"] == "fail" and d["exit_code"] == 1
     assert d["step_time"]["verdict"] == "slower" and d["step_time"]["p_slower"] < 0.05
     assert d["attribution"]["categories_ms"][0]["name"] == "communication"
+
+
+def test_junit_keeps_control_characters_from_a_trace_out_of_the_xml(failed):
+    """A kernel or GPU name with ESC or NUL in it (a hostile or broken trace) still gives XML a
+    strict JUnit consumer accepts; without `xml_text` ElementTree writes them raw."""
+    dirty = "kernel\x1b[2J\x00name\x07"
+    result = replace(failed, regressions=tuple(replace(r, summary=r.summary + dirty)
+                                               for r in failed.regressions))
+    root = valid_junit(render_junit(result))
+    text = "".join(e.text or "" for e in root.iter("failure"))
+    assert "kernel\ufffd[2J\ufffdname\ufffd" in text
+    assert valid_junit(render_error_junit("baseline: bad name \x1b]8;;x\x07"))
