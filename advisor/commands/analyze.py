@@ -99,10 +99,11 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
     if as_job or scheduler or workers or len(traces) > 1 or _names_ranks(traces[0]):
         from advisor.config import resolve
         from advisor.engine.registry import load_rules
+        from advisor.job.inputs import expand
 
         names = tuple(r.name for r in resolve(load_rules(), settings)[0])
-        check_outputs([Path(t) for t in traces if Path(t).is_file()],
-                      {"--json": json_out, "--html": html_out})
+        # a folder's or a glob's files are inputs too: a report must never be written over one
+        check_outputs(expand(traces), {"--json": json_out, "--html": html_out})
         return job_command(traces, json_out, html_out, names, max_steps, quiet, scheduler, workers,
                            rank_rules)
     trace = Path(traces[0])

@@ -55,3 +55,17 @@ def test_bad_rank_input_is_one_line_exit_2(tmp_path, capsys):
 def test_job_rules_are_registered_and_documented():
     names = {r.name for r in load_job_rules()}
     assert names == {"exposed-communication", "straggler-rank", "load-imbalance"}
+
+
+def test_job_output_over_a_rank_trace_is_refused(tmp_path, capsys):
+    """A folder's or a glob's rank files are inputs: `--json` over one is refused, the trace kept."""
+    import shutil
+
+    src = shared("hta/nccl_parser_config/nccl_data.json.gz")
+    for i in range(2):
+        shutil.copy(src, tmp_path / f"rank{i}.json.gz")
+    before = (tmp_path / "rank1.json.gz").read_bytes()
+    for arg in (str(tmp_path), str(tmp_path / "rank*.json.gz")):
+        rc = main(["analyze", arg, "--workers", "1", "-q", "--json", str(tmp_path / "rank1.json.gz")])
+        assert rc == 2 and "is an input" in capsys.readouterr().err
+        assert (tmp_path / "rank1.json.gz").read_bytes() == before
