@@ -65,6 +65,17 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
     compare (unreadable input, no steps, different workloads, too few or too noisy steps).
     """
     if _is_job(baseline) or _is_job(candidate):  # several ranks per run: compare the jobs
+        if markdown_out or junit_out or json_out:
+            # the job verdict has no file renderings: fail closed, so CI never reads an earlier
+            # run's verdict from a file this run was asked to write
+            from advisor.gate.outputs import OutputRequest, check_requested
+
+            request = OutputRequest(markdown_out, junit_out, json_out)
+            check_requested((baseline, candidate), request)
+            message = ("--markdown, --junit and --json are not available when comparing jobs "
+                       "(folders or globs of rank traces)")
+            _fail_closed(message, request, github_annotations)
+            raise AnalysisError(message)
         return _job_gate(baseline, candidate, threshold / 100)
     from advisor.engine.registry import load_rules, select
     from advisor.gate.compare import Policy, gate

@@ -21,3 +21,16 @@ def test_gate_on_two_gpu_jobs_names_rank_and_collective(tmp_path, capsys):
     assert rc == 1, out
     assert out.startswith("FAIL: job step") and "rank " in out and "SendRecv" in out
     assert main(["gate", str(after), str(before)]) == 0
+
+
+def test_job_gate_fails_closed_on_file_outputs(tmp_path, capsys):
+    """A job gate writes no verdict files: each requested one gets the error verdict, so CI never
+    reads an earlier run's "pass" from it, and the gate exits 2."""
+    import json
+
+    before, after = _job_dir(tmp_path, "before"), _job_dir(tmp_path, "after")
+    out = tmp_path / "verdict.json"
+    out.write_text(json.dumps({"status": "pass"}))
+    rc = main(["gate", str(before), str(after), "--json", str(out)])
+    assert rc == 2 and "not available when comparing jobs" in capsys.readouterr().err
+    assert json.loads(out.read_text())["status"] != "pass"
