@@ -157,6 +157,6 @@ def _whole_trace(t: TraceSummary, console: Console) -> None:
         table.add_column("share", justify="right")
         gpu = t.gpu_ns or 1
         for k in t.top_kernels:
-            table.add_row(plain(short_name(k.name)), k.category, str(k.count), _ms(k.total_ns),
+            table.add_row(markup(short_name(k.name)), k.category, str(k.count), _ms(k.total_ns),
                           f"{k.total_ns / gpu:.1%}")
         console.print(table)

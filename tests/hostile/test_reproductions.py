@@ -142,6 +142,19 @@ def test_a_range_named_like_markup_is_printed_as_text(kineto_doc, tmp_path):
     assert run.exit_code == 0
 
 
+def test_a_kernel_named_like_markup_in_the_whole_trace_summary(kineto_doc, tmp_path):
+    """Without steps the console lists the trace's top kernels: their names stay text."""
+    doc = copy.deepcopy(kineto_doc)
+    doc["traceEvents"] = [e for e in doc["traceEvents"]
+                          if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") or e.get("ph") == "M"]
+    for e in events_of(doc, "kernel"):
+        e["name"] = "[/x]" + e["name"]
+    trace = write_json(doc, tmp_path / "kernels.json")
+    run = run_cli(["analyze", trace])
+    assert_held(run, snapshot([trace]))
+    assert run.exit_code == 0 and "Top kernels (whole trace)" in run.stdout and "[/x]" in run.stdout
+
+
 # ----- the input destroyed -----------------------------------------------------------------------
 
 
