@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from advisor.config import RuleSettings, resolve
+from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
-from advisor.graph.model import OpGraph
+from advisor.graph.model import OpGraph, StepSource
 from advisor.graph.timeline import Summary, summarize
 from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
@@ -27,14 +28,13 @@ class Analysis:
     measured: Any = None
     run: Any = None
     warnings: list[str] = field(default_factory=list)
+    # The one rule context the summary and the rules shared: its replays are cached, so a
+    # caller asking for the replayed periods again does not replay again.
+    context: RuleContext | None = None
 
     @property
-    def steps_source(self) -> str:
-        if not self.graph.steps:
-            return "none"
-        if self.graph.steps[0].name.endswith("(launch pattern)"):
-            return "launch pattern"
-        return "ranges"
+    def steps_source(self) -> StepSource:
+        return self.graph.step_source
 
 
 def analyze_graph(
@@ -46,15 +46,14 @@ def analyze_graph(
     """Run the rules over a graph's steady-state steps. ``settings`` (pyproject.toml and the
     CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
     same for library callers, applied on top."""
-    from advisor.engine.context import analysed_steps
-
     settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
     rules, rule_options = resolve(load_rules(), settings)
-    steps = analysed_steps(graph)
-    summary = summarize(graph, steps)
-    results = run_rules(graph, rules, rule_options)
-    whole = summarize_trace(graph) if not steps else None
-    return Analysis(graph, summary, results, whole)
+    # One pass: the analysed steps are found once, and the summary and the rules see the same.
+    ctx = RuleContext(graph, analysed_steps(graph), rule_options)
+    summary = summarize(graph, ctx.steps)
+    results = run_rules(graph, rules, rule_options, ctx=ctx)
+    whole = summarize_trace(graph) if not ctx.steps else None
+    return Analysis(graph, summary, results, whole, context=ctx)
 
 
 def analyze(
@@ -66,3 +65,15 @@ def analyze(
 ) -> Analysis:
     """Read a trace and run the rules over its steady-state steps."""
     return analyze_graph(load_trace(path, load_options), rule_names, options, settings)
+
+
+def analyze_shown(graph: OpGraph, settings: RuleSettings, progress: Any) -> Analysis:
+    """`analyze_graph`, shown as one stage of a progress display (`advisor.report.progress`:
+    anything with ``stage(text)``), as `advisor analyze` and `advisor profile` run it."""
+    with progress.stage("running the rules (what-if replay of the steps)") as stage:
+        analysis = analyze_graph(graph, settings=settings)
+        r = analysis.results
+        stage.done(f"rules: {len(r.findings) + len(r.below_threshold)} matches, "
+                   f"{len(r.findings)} findings, {len(r.skipped)} not applicable, "
+                   f"{r.steps_analysed} steps analysed")
+    return analysis

@@ -114,6 +114,18 @@ def split_names(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(n.strip() for v in values for n in v.split(",") if n.strip())
 
 
+def settings_from_flags(select: Sequence[str], ignore: Sequence[str],
+                        rule_option: Sequence[str], isolated: bool) -> RuleSettings:
+    """[tool.advisor] of the closest pyproject.toml (unless ``isolated``), then the command
+    line's ``--select``/``--ignore``/``--rule-option`` (`advisor analyze` and `advisor profile`)."""
+    base = RuleSettings() if isolated else load_settings()
+    options: dict[str, dict[str, object]] = {}
+    for text in rule_option:
+        rule, key, value = parse_assignment(text)
+        options.setdefault(rule, {})[key] = value
+    return base.override(split_names(select), split_names(ignore), options)
+
+
 def _coerce(rule: type[Rule], key: str, value: object, where: str) -> object:
     default = rule.options[key].default
     if isinstance(value, str) and not isinstance(default, str):  # from the command line

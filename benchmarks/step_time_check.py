@@ -29,7 +29,7 @@ def main() -> int:
         for name in ("nsys.sqlite.gz", "trace.json.gz"):
             a = analyze(d / name)
             trace = a.summary.mean_step_ns / 1e6
-            unprof = (a.results.unprofiled_mean_ns or a.summary.mean_step_ns) / 1e6
+            unprof = (a.results.replay.unprofiled_mean_ns or a.summary.mean_step_ns) / 1e6
             cells.append((trace, unprof, (unprof - measured) / measured))
         (nt, nu, ne), (kt, ku, ke) = cells
         print(f"{d.parent.name + '/' + d.name:32} {measured:8.2f}  | {nt:10.2f} {nu:10.2f} {ne:+6.0%} | "

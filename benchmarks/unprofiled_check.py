@@ -326,8 +326,8 @@ def calibration_rows(dirs: list[Path]) -> list[dict]:
             rows.append({"mode": mode, "workload": w, "plain_ms": plain[w]["median_ms"],
                          "traced_ms": an.summary.median_step_ns / 1e6,
                          "raw_replay_ms": replay_median_ns(an.graph, NO_CALIBRATION) / 1e6,
-                         "predicted_ms": (an.results.unprofiled_median_ns or 0) / 1e6,
-                         "calibration": an.results.calibration, **_counts(an)})
+                         "predicted_ms": (an.results.replay.unprofiled_median_ns or 0) / 1e6,
+                         "calibration": an.results.replay.calibration, **_counts(an)})
     return rows
 
 
@@ -400,7 +400,7 @@ def table(a: argparse.Namespace) -> int:
             pred = None
             if trace.exists():
                 an = _analysis(trace)
-                pred = (an.results.unprofiled_median_ns or an.summary.median_step_ns) / 1e6
+                pred = (an.results.replay.unprofiled_median_ns or an.summary.median_step_ns) / 1e6
             cells.append(pred)
         hooks = ""
         if (root / f"{base}-hooks").exists():

@@ -53,7 +53,7 @@ def test_reported_step_time_matches_unprofiled_measurement(rule, variant, unpack
     d = SCENARIOS / rule / variant
     timing = json.loads((d / "timing.json").read_text())
     analysis = analyze(unpacked(d / "nsys.sqlite.gz"))
-    reported = analysis.results.unprofiled_mean_ns / 1e6
+    reported = analysis.results.replay.unprofiled_mean_ns / 1e6
     measured = measured_mean_ms(timing)
     assert abs(reported - measured) / measured <= 0.10, (
         f"{rule}/{variant}: reported {reported:.3f} ms, measured {measured:.3f} ms")

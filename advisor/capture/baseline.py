@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from advisor.capture.accounting import account, run_findings
+from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings
 from advisor.capture.steptimes import MODEL_DISAGREEMENT, StepClock, measured_step
 from advisor.engine.rule import Estimate
 
@@ -40,15 +40,17 @@ def apply_measured(analysis, clock: StepClock) -> None:
         r.below_threshold = [replace(f, estimate=_rebase(f.estimate, m)) for f in r.below_threshold]
         if r.combined is not None:
             r.combined = _rebase(r.combined, m)
-        replayed = r.unprofiled_median_ns
+        replayed = r.replay.unprofiled_median_ns
         if replayed:
-            r.measured_vs_replay = (replayed - m) / m
-            if abs(r.measured_vs_replay) > MODEL_DISAGREEMENT:
+            off = (replayed - m) / m
+            r.replay = replace(r.replay, measured_vs_replay=off)
+            if abs(off) > MODEL_DISAGREEMENT:
                 analysis.warnings.append(
                     f"the trace replayed without the profiler's overhead gives "
                     f"{replayed / 1e6:.2f} ms per step, but the unprofiled steps measured "
-                    f"{m / 1e6:.2f} ms ({r.measured_vs_replay:+.0%}): the profiler-overhead "
+                    f"{m / 1e6:.2f} ms ({off:+.0%}): the profiler-overhead "
                     "model does not fit this job; estimates are relative to the measured step")
     extra = run_findings(acc)
     if extra:
+        r.categories.update(RUN_CATEGORIES)
         r.findings = sorted(r.findings + extra, key=lambda f: -f.estimate.speedup)

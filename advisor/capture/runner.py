@@ -241,45 +241,32 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
 
 def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
                      progress=None):
-    """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window."""
-    from advisor.commands.analyze import analyze_rules, settings_from_cli
-    from advisor.graph.steps import step_number
+    """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window
+    (a load option: `advisor.ingest.base.LoadOptions.recorded_steps`)."""
+    from advisor.analysis import analyze_shown
+    from advisor.config import settings_from_flags
     from advisor.ingest.base import LoadOptions, load_trace
     from advisor.report.progress import Progress
 
     opts = opts or ProfileOptions()
-    settings = settings_from_cli(opts.select, opts.ignore, opts.rule_option, opts.isolated)
+    settings = settings_from_flags(opts.select, opts.ignore, opts.rule_option, opts.isolated)
     progress = progress or Progress(False)
+    load = LoadOptions(max_steps=max(LoadOptions.max_steps, len(recorded)),
+                       recorded_steps=frozenset(recorded))
     with progress.stage(f"reading {trace.name}") as stage:
-        graph = load_trace(trace, LoadOptions(max_steps=max(LoadOptions.max_steps, len(recorded))))
+        graph = load_trace(trace, load)
         stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, "
                    f"{len(graph.steps)} steps found")
-    keep = set(recorded)
-    kept = [s for s in graph.steps
-            if "launch pattern" in s.name or step_number(s.name) in keep
-            or step_number(s.name) is None]
-    if len(kept) != len(graph.steps):
-        graph.steps = kept
-        if "steps" in graph.info.totals:
-            graph.info.totals["steps"] = len(kept)
-    return analyze_rules(graph, settings, progress)
+    return analyze_shown(graph, settings, progress)
 
 
 def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:
+    """Every report of the analysis through `advisor.report.emit`; the script owns stdout, so
+    advisor's summary goes to stderr."""
     from advisor.capture.window import rank_suffixed
-    from advisor.commands.analyze import emit
+    from advisor.report.emit import emit
 
     json_out = rank_suffixed(opts.json_out, rank.rank, rank.world) if opts.json_out else None
     html_out = rank_suffixed(opts.html_out, rank.rank, rank.world) if opts.html_out else None
-    emit(analysis, json_out, html_out, quiet=True, progress=progress)
-    from advisor.report.json_report import write_json
-
-    write_json(analysis, opts.out / f"analysis_{rank.tag}.json")
-    if talk:
-        from rich.console import Console
-
-        from advisor.report import console as console_report
-
-        # The script owns stdout: advisor's summary goes to stderr.
-        console_report.render(analysis, Console(stderr=True, highlight=False),
-                              show_fixes=opts.show_fixes)
+    emit(analysis, json_out, html_out, quiet=not talk, show_fixes=opts.show_fixes,
+         progress=progress, stderr=True, records=[opts.out / f"analysis_{rank.tag}.json"])

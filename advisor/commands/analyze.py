@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import parse_size
-
-STDOUT = Path("-")
 
 
 def rule_options(func):
@@ -34,14 +31,9 @@ def rule_options(func):
 def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
                       rule_option: tuple[str, ...], isolated: bool):
     """[tool.advisor] of the closest pyproject.toml (unless ``--isolated``), then the flags."""
-    from advisor.config import RuleSettings, load_settings, parse_assignment, split_names
+    from advisor.config import settings_from_flags
 
-    base = RuleSettings() if isolated else load_settings()
-    options: dict[str, dict[str, object]] = {}
-    for text in rule_option:
-        rule, key, value = parse_assignment(text)
-        options.setdefault(rule, {})[key] = value
-    return base.override(split_names(select), split_names(ignore), options)
+    return settings_from_flags(select, ignore, rule_option, isolated)
 
 
 @click.command("analyze")
@@ -88,6 +80,7 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
     progress display runs on stderr when stderr is a terminal.
     """
     from advisor.output_paths import check_outputs
+    from advisor.report.emit import emit
     from advisor.report.progress import Progress
 
     try:
@@ -118,56 +111,13 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
 
 def run_analysis(trace: Path, load_options: LoadOptions, settings, progress):
     """Read the trace and run the rules, each stage shown by ``progress``."""
+    from advisor.analysis import analyze_shown
     from advisor.ingest.base import load_trace
 
     with progress.stage(f"reading {trace}") as stage:
         graph = load_trace(trace, load_options)
         stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, {len(graph.steps)} steps found")
-    return analyze_rules(graph, settings, progress)
-
-
-def analyze_rules(graph, settings, progress):
-    from advisor.analysis import analyze_graph
-
-    with progress.stage("running the rules (what-if replay of the steps)") as stage:
-        analysis = analyze_graph(graph, settings=settings)
-        r = analysis.results
-        stage.done(f"rules: {len(r.findings) + len(r.below_threshold)} matches, "
-                   f"{len(r.findings)} findings, {len(r.skipped)} not applicable, "
-                   f"{r.steps_analysed} steps analysed")
-    return analysis
-
-
-def emit(analysis, json_out: Path | None, html_out: Path | None, quiet: bool,
-         show_fixes: bool = False, progress=None, stderr: bool = False) -> None:
-    """Render an analysis the way every command does: the files asked for, then the console
-    (on stderr when ``stderr`` or when JSON goes to stdout, so stdout stays parseable)."""
-    from rich.console import Console
-
-    from advisor.report import console as console_report
-    from advisor.report.progress import Progress
-
-    progress = progress or Progress(False)
-    if json_out == STDOUT:
-        from advisor.report.json_report import to_dict
-
-        click.echo(json.dumps(to_dict(analysis), indent=2))
-        stderr = True
-    elif json_out:
-        from advisor.report.json_report import write_json
-
-        with progress.stage(f"writing {json_out}") as stage:
-            write_json(analysis, json_out)
-            stage.done(f"wrote {json_out}")
-    if html_out:
-        from advisor.report.html_report import write_html
-
-        with progress.stage(f"writing {html_out}") as stage:
-            write_html(analysis, html_out)
-            stage.done(f"wrote {html_out}")
-    if not quiet:
-        console_report.render(analysis, Console(stderr=stderr, highlight=False),
-                              show_fixes=show_fixes)
+    return analyze_shown(graph, settings, progress)
 
 
 def _names_ranks(arg: str) -> bool:

@@ -16,19 +16,32 @@ MIN_SPEEDUP = 1.02
 match is not reported as a finding (a healthy step must come out clean)."""
 
 
+@dataclass(frozen=True)
+class ReplayCheck:
+    """How far the replay can be trusted on this trace: its own checks, kept apart from the
+    findings so every report shows them the same way (JSON ``model_check``)."""
+
+    baseline_error: float | None = None  # |replay - observed| / observed of the unmodified model
+    profiler_overhead_ns: float | None = None  # host time per step the profiler itself added
+    unprofiled_median_ns: float | None = None  # the step replayed without that overhead
+    unprofiled_mean_ns: float | None = None
+    measured_vs_replay: float | None = None  # (replay - measured) / measured, under profile
+    calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
+
+
 @dataclass
 class RuleResults:
     findings: list[Finding]
     skipped: list[Skipped]
     combined: Estimate | None  # all findings' fixes applied together
     steps_analysed: int
-    baseline_error: float | None = None  # |replay - observed| / observed of the unmodified model
     below_threshold: list[Finding] = field(default_factory=list)
-    profiler_overhead_ns: float | None = None  # host time per step the profiler itself added
-    unprofiled_median_ns: float | None = None  # the step replayed without that overhead
-    unprofiled_mean_ns: float | None = None
     basis: StepBasis | None = None  # which steps, how found, whether they carry an estimate
     baseline_step_ns: float | None = None  # the report's one step time (every estimate's)
+    replay: ReplayCheck = field(default_factory=ReplayCheck)
+    # rule name -> its category, for every rule that ran (and any finding added later, such as
+    # `advisor profile`'s whole-run findings): the report reads rule metadata from here.
+    categories: dict[str, str] = field(default_factory=dict)
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         """Each reason once, with the rules it stopped (ten rules share "no steps")."""
@@ -36,8 +49,6 @@ class RuleResults:
         for x in self.skipped:
             out.setdefault(x.reason, []).append(x.rule)
         return list(out.items())
-    measured_vs_replay: float | None = None  # (replay - measured) / measured, under profile
-    calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:
@@ -98,8 +109,11 @@ def run_rules(
     rules: Sequence[type[Rule]],
     options: Mapping[str, Mapping[str, object]] | None = None,
     min_speedup: float = MIN_SPEEDUP,
+    ctx: RuleContext | None = None,
 ) -> RuleResults:
-    ctx = RuleContext(graph, analysed_steps(graph), options or {})
+    """Every rule over the graph's analysed steps. ``ctx``: the context the caller already
+    built (`advisor.analysis` shares one with the step summary), else one is built here."""
+    ctx = ctx if ctx is not None else RuleContext(graph, analysed_steps(graph), options or {})
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     weak: list[Finding] = []
@@ -111,20 +125,22 @@ def run_rules(
         for f in rule_cls().check(graph, ctx):
             (findings if f.estimate.speedup >= min_speedup else weak).append(f)
     findings.sort(key=lambda f: -f.estimate.speedup)
-    combined = None
-    baseline_error = None
-    profiler_overhead = None
-    if ctx.steps and graph.has_gpu_work:
-        base = ctx.observed.mean_ns
-        baseline_error = abs(base - ctx.step_ns) / ctx.step_ns if ctx.step_ns else None
-        profiler_overhead = ctx.profiler_overhead_ns
-    if findings:
-        combined = combined_estimate(ctx, findings)
-    unprofiled = (ctx.baseline.median_ns, ctx.baseline.mean_ns) if profiler_overhead is not None \
-        else (None, None)
-    results = RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
-                          profiler_overhead, *unprofiled, ctx.basis,
-                          ctx.baseline_step_ns if ctx.steps else None)
-    if profiler_overhead is not None and ctx.simulation_template is not None:
-        results.calibration = ctx.simulation_template.calibration.to_dict()
-    return results
+    combined = combined_estimate(ctx, findings) if findings else None
+    return RuleResults(findings, skipped, combined, len(ctx.steps), weak, ctx.basis,
+                       ctx.baseline_step_ns if ctx.steps else None, replay_check(graph, ctx),
+                       {r.name: r.category.value for r in rules})
+
+
+def replay_check(graph: OpGraph, ctx: RuleContext) -> ReplayCheck:
+    """The replay's own figures: how well it reproduces the trace, what it took out."""
+    if not (ctx.steps and graph.has_gpu_work):
+        return ReplayCheck()
+    base = ctx.observed.mean_ns
+    template = ctx.simulation_template
+    return ReplayCheck(
+        baseline_error=abs(base - ctx.step_ns) / ctx.step_ns if ctx.step_ns else None,
+        profiler_overhead_ns=ctx.profiler_overhead_ns,
+        unprofiled_median_ns=ctx.baseline.median_ns,
+        unprofiled_mean_ns=ctx.baseline.mean_ns,
+        calibration=template.calibration.to_dict() if template is not None else None,
+    )

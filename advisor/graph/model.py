@@ -193,6 +193,15 @@ class Step:
         return gpu if gpu is not None else self.cpu_ns
 
 
+class StepSource(str, Enum):
+    """Where the steps came from, as every report names it (JSON ``steps.source``): read from
+    how they were found (`StepDetection.method`), never parsed back from a step's name."""
+
+    RANGES = "ranges"  # the trace's own ranges (named like a step, or matching ``--steps``)
+    LAUNCH_PATTERN = "launch pattern"  # inferred from the repeating kernel launch sequence
+    NONE = "none"  # no steps
+
+
 @dataclass(slots=True)
 class StepDetection:
     """How the steps were found, so every report can say which steps and why those.
@@ -208,6 +217,12 @@ class StepDetection:
     periodic: bool | None = None
     period_note: str = ""  # why the pieces are not periods of the loop, when they are not
     pid: int | None = None  # the process the user asked for (``--pid``), None: chosen by advisor
+
+    @property
+    def source(self) -> StepSource:
+        if self.method == "launch pattern":
+            return StepSource.LAUNCH_PATTERN
+        return StepSource.NONE if self.method == "none" else StepSource.RANGES
 
 
 @dataclass(slots=True)
@@ -264,6 +279,15 @@ class OpGraph:
         self.syncs = sorted(syncs, key=lambda s: s.start_ns)
         self.steps = sorted(steps, key=lambda s: (s.pid, s.tid, s.cpu_start_ns))
         self.step_detection = StepDetection()
+
+    @property
+    def step_source(self) -> StepSource:
+        """Where this graph's steps came from (`StepSource`)."""
+        if not self.steps:
+            return StepSource.NONE
+        if self.step_detection.source is StepSource.LAUNCH_PATTERN:
+            return StepSource.LAUNCH_PATTERN
+        return StepSource.RANGES
 
     # ----- lookups -------------------------------------------------------------------------
 

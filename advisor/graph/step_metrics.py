@@ -5,7 +5,8 @@ time of every steady step) to test a change against the run's own noise, per-ste
 not depend on timing (launches, synchronizing calls, pageable copies, CUDA graph replays) to see
 an anti-pattern appear even when it costs little, the whole kernel mix to tell a changed workload
 from a changed implementation, and the host time between launches to tell a slower machine from
-slower code. `advisor.report.json_report` writes these too, so a saved result gates like a trace.
+slower code. The report model (`advisor.report.model`) carries these and its JSON writes them, so a
+saved result gates like a trace.
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from advisor.graph import api_names
 from advisor.graph.kernels import classify
 from advisor.graph.model import ApiCall, CpuRange, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
-
-if TYPE_CHECKING:
-    from advisor.analysis import Analysis
+from advisor.graph.timeline import StepBreakdown
 
 COUNT_NAMES = (
     "kernels",  # kernels launched (graph replays count once, under graph_launches)
@@ -124,12 +122,11 @@ def _quantiles(values: list[int]) -> dict[str, float]:
     return {"p25": q[0], "p50": q[1], "p75": q[2], "mean": statistics.fmean(values)}
 
 
-def step_metrics(analysis: Analysis) -> StepMetrics:
-    """The gate's view of an analysis: distributions, counts and the kernel mix per step."""
-    rows = analysis.summary.steps
+def step_metrics(graph: OpGraph, rows: Sequence[StepBreakdown]) -> StepMetrics:
+    """The gate's view of the analysed steps (``rows``, the step summary's breakdowns):
+    distributions, counts and the kernel mix per step."""
     if not rows:
         return StepMetrics((), ())
-    graph = analysis.graph
     steps = [b.step for b in rows]
     index = _CallIndex(graph, {s.pid for s in steps})
     linked = any(graph.launcher(o) is not None for o in graph.gpu_ops[:5000])

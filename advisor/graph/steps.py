@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from advisor.graph.model import PHASES, CpuRange, Step
+from advisor.graph.model import PHASES, CpuRange, Step, StepSource
 from advisor.graph.projection import Projector
 
 if TYPE_CHECKING:
@@ -267,6 +267,21 @@ def mark_warmup(steps: Sequence[Step]) -> None:
                 s.warmup = True
             else:
                 break
+
+
+def keep_recorded(graph: OpGraph, recorded: Iterable[int]) -> None:
+    """Drop the numbered step ranges whose number is not in ``recorded``: under `advisor
+    profile`, steps that did not run to their end inside the recorded window. Inferred steps
+    (the launch pattern) and step-like ranges without a number are kept. Part of loading
+    (`advisor.ingest.base.LoadOptions.recorded_steps`): nothing changes the graph afterwards."""
+    keep = set(recorded)
+    inferred = graph.step_source is StepSource.LAUNCH_PATTERN
+    kept = [s for s in graph.steps
+            if inferred or step_number(s.name) in keep or step_number(s.name) is None]
+    if len(kept) != len(graph.steps):
+        graph.steps = kept
+        if "steps" in graph.info.totals:
+            graph.info.totals["steps"] = len(kept)
 
 
 def phase_order(names: Iterable[str]) -> list[str]:

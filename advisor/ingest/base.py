@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from advisor.errors import UnsupportedTraceError
 from advisor.graph.model import OpGraph
+from advisor.graph.steps import keep_recorded
 from advisor.ingest.input_file import GIB, UnpackLimits, read_head
 
 
@@ -31,6 +32,9 @@ class LoadOptions:
     pid: int | None = None  # `--pid`: the process analysed (default: the one with most steps)
     max_unpacked_bytes: int = 32 * GIB  # a .gz input may not unpack to more (`input_file`)
     max_unpack_ratio: float = 200.0  # ... nor to more than this times its size (past a floor)
+    # `advisor profile`: the step numbers that ran to their end inside the recorded window; the
+    # other numbered steps are dropped as the graph is loaded (`advisor.graph.steps.keep_recorded`)
+    recorded_steps: frozenset[int] | None = None
 
     @property
     def unpack_limits(self) -> UnpackLimits:
@@ -66,9 +70,13 @@ def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
     if not head:
         raise UnsupportedTraceError(f"{p}: empty file, not a trace")
     _ensure_sources_imported()
+    options = options or LoadOptions()
     for source in TraceSource.registry:
         if source.sniff(p, head):
-            return source().load(p, options or LoadOptions())
+            graph = source().load(p, options)
+            if options.recorded_steps is not None:
+                keep_recorded(graph, options.recorded_steps)
+            return graph
     if head.startswith(b"NVIDIA T"):
         raise UnsupportedTraceError(
             f"{p}: an Nsight Systems report (.nsys-rep); export it first: "

@@ -17,23 +17,16 @@ from rich.text import Text
 from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
+from advisor.report.model import Report, as_report
+from advisor.report.units import console_ms as _ms
+from advisor.report.units import fmt_bytes as _bytes
 from advisor.safe_text import markup, plain
 
 
-def _ms(ns: float) -> str:
-    return f"{ns / 1e6:.3f} ms"
-
-
-def _bytes(n: int) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n} B"
-
-
-def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> None:
-    g, s, r = analysis.graph, analysis.summary, analysis.results
-    info = g.info
+def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:
+    rep = as_report(source)
+    st = rep.steps
+    info = rep.trace
     # Every name below comes from the trace: `markup`/`plain` keep it data (advisor.safe_text).
     gpus = ", ".join(sorted({x.name for x in info.gpus})) or "GPU unknown"
     console.print(Text(plain(info.path), style="bold"),
@@ -41,39 +34,40 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
     console.print(f"GPU: {markup(gpus)}")
     for note in info.notes:
         console.print(f"[yellow]note:[/] {markup(note)}")
-    if not g.has_gpu_work:
+    if not rep.has_gpu_work:
         console.print("[yellow]This trace has no GPU work (no kernels, copies or memsets): "
                       "nothing ran on a GPU in the captured window.[/]")
-    total_steps = max(info.totals.get("steps", 0), len(g.steps))
-    basis = r.basis
+    total_steps = st.count
+    basis = st.basis
     if basis is not None:
         console.print(f"Analysed: {escape(basis.describe())}")
-    if not s.steps:
+    if st.median_ns is None or st.busy_median_ns is None:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
-        if analysis.trace_summary is not None and g.has_gpu_work:
-            _whole_trace(analysis.trace_summary, console)
+        if rep.whole_trace is not None and rep.has_gpu_work:
+            _whole_trace(rep.whole_trace, console)
     else:
-        base = r.baseline_step_ns or s.median_step_ns
-        busy = s.median_busy_ns / s.median_step_ns if s.median_step_ns else 0.0
+        median = st.median_ns
+        base = rep.baseline_step_ns or median
+        busy = st.busy_median_ns / median if median else 0.0
         console.print(
-            f"Steps: {total_steps} found, {s.warmup_steps} warm-up, {len(s.steps)} analysed. "
+            f"Steps: {total_steps} found, {st.warmup} warm-up, {st.analysed} analysed. "
             f"Step time: [bold]{_ms(base)}[/] (median, the baseline of every estimate below); "
             f"GPU busy {busy:.0%}"
         )
         if basis is not None and basis.withheld:
             console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
-        m = analysis.measured
+        m = st.measured
         if m is not None:
             console.print(
                 f"Unprofiled steps (host clock, {m.count} steps outside the window): median "
                 f"[bold]{_ms(m.median_ns)}[/], mean {_ms(m.mean_ns)}, p10-p90 "
-                f"{_ms(m.p10_ns)}-{_ms(m.p90_ns)}; profiled median {_ms(s.median_step_ns)}. "
+                f"{_ms(m.p10_ns)}-{_ms(m.p90_ns)}; profiled median {_ms(median)}. "
                 "Estimates are relative to the measured step.")
-        overhead = r.profiler_overhead_ns or 0.0
+        overhead = rep.replay.profiler_overhead_ns or 0.0
         if m is None and overhead > 0.05 * base:
             console.print(f"[dim]The tracing profiler added about {_ms(overhead)} of host time "
                           "per step; the step time above and every estimate leave it out.[/]")
-        phases = s.phase_medians_ns()
+        phases = st.phases_ns
         if phases:
             console.print("Phases (median, GPU-projected)", style="italic")
             t = Table()
@@ -82,7 +76,7 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
             for name, ns in phases.items():
                 t.add_row(markup(name), _ms(ns))
             console.print(t)
-        causes = s.idle_cause_medians_ns()
+        causes = st.idle_causes_ns
         if causes:
             console.print("GPU idle per step, by what the host was doing", style="italic")
             t = Table()
@@ -91,9 +85,9 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
             for name, ns in list(causes.items())[:8]:
                 t.add_row(markup(name), _ms(ns))
             console.print(t)
-    for w in analysis.warnings:
+    for w in rep.warnings:
         console.print(f"[bold yellow]warning:[/] {markup(w)}")
-    run = analysis.run
+    run = rep.run
     if run is not None and run.run_ns > 0:
         share = run.outside_steady_ns / run.run_ns
         p = run.parts_ns
@@ -106,18 +100,19 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
         if causes:
             console.print("  outside steady steps: " + ", ".join(
                 f"{k} {v / 1e9:.2f} s" for k, v in sorted(causes, key=lambda kv: -kv[1])))
-    if r.findings:
+    findings = [rf.finding for rf in rep.findings]
+    if findings:
         console.print("Findings, by estimated speedup of the whole step", style="italic")
-        for i, f in enumerate(r.findings, 1):
+        for i, f in enumerate(findings, 1):
             _finding(console, i, f, show_fixes)
-        withheld = any(f.estimate.withheld for f in r.findings)
-        if r.combined and not withheld:
-            c = r.combined
+        withheld = any(f.estimate.withheld for f in findings)
+        if rep.combined and not withheld:
+            c = rep.combined
             console.print(f"All step fixes together: [bold green]{c.speedup:.2f}x[/] per step "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
-    elif s.steps:
+    elif st.analysed:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
-    for reason, rules in r.skipped_by_reason():
+    for reason, rules in rep.skipped_by_reason():
         console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
 
 

@@ -24,8 +24,8 @@ from advisor.output_paths import write_atomic
 from advisor.report import html_view as view
 from advisor.report import palette
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
+from advisor.report.model import Report, as_report
 from advisor.report.step_chart import step_chart
-from advisor.report.timeline_view import build_timeline, cited_events, representative_step
 
 TEMPLATES = "advisor.report.templates"
 
@@ -55,17 +55,17 @@ def _csp_hash(script: str) -> str:
     return "sha256-" + base64.b64encode(digest).decode("ascii")
 
 
-def _context(analysis: Analysis) -> dict[str, Any]:
-    report = to_dict(analysis)
+def _context(rep: Report) -> dict[str, Any]:
+    """What the template shows: the report's JSON, formatted, and the model's own fields."""
+    report = to_dict(rep)
     steps, trace = report["steps"], report["trace"]
-    timeline = build_timeline(analysis)
-    rep = representative_step(analysis.summary)
-    rep_index = next((i for i, s in enumerate(analysis.graph.steps) if rep and s is rep.step), None)
+    drawn = rep.timeline
+    timeline = drawn.data if drawn is not None else None
     median_ms = steps["median_ms"]
     baseline_ms = report["baseline_step_ms"]  # the one step time every number below uses
-    combined = analysis.results.combined
     categories = report["kernels"]["by_category_ms"]
     busy = steps["gpu_busy_ms"]
+    marks = rep.steps.marks
     return {
         "report": report,
         "trace": trace,
@@ -74,14 +74,14 @@ def _context(analysis: Analysis) -> dict[str, Any]:
         "gpu_label": view.gpu_label(trace["gpus"]),
         "software": view.software_items(trace),
         "busy_share": (busy / median_ms) if busy is not None and median_ms else None,
-        "combined": combined,
-        "findings": [view.finding_view(f, baseline_ms, cited_events(timeline, analysis.graph, f["evidence"]))
-                     for f in report["findings"]],
-        "below_threshold": analysis.results.below_threshold,
+        "combined": rep.combined,
+        "findings": [view.finding_view(f, baseline_ms, list(rf.timeline_ids))
+                     for f, rf in zip(report["findings"], rep.findings, strict=True)],
+        "below_threshold": rep.below_threshold,
         "timeline": timeline,
         "legend": view.legend(timeline),
-        "chart": step_chart(steps["times_ms"], [s.warmup for s in analysis.graph.steps],
-                                 [s.index for s in analysis.graph.steps], rep_index),
+        "chart": step_chart(steps["times_ms"], [m.warmup for m in marks], [m.index for m in marks],
+                            drawn.step_position if drawn is not None else None),
         "categories": view.shares(categories, None, lambda k: f"k-{k}"),
         "phases": view.shares(steps["phases"], median_ms, palette.phase_class),
         "idle_causes": view.shares(steps["idle_causes_ms"], median_ms,
@@ -90,24 +90,24 @@ def _context(analysis: Analysis) -> dict[str, Any]:
         "kernel_total_ms": sum(v or 0.0 for v in categories.values()),
         "median_ms": median_ms,
         "baseline_ms": baseline_ms,
-        "skipped": analysis.results.skipped_by_reason(),
+        "skipped": rep.skipped_by_reason(),
         "schema_version": SCHEMA_VERSION,
     }
 
 
-def render_html(analysis: Analysis) -> str:
-    """The report as one HTML document."""
+def render_html(source: Report | Analysis) -> str:
+    """The report as one HTML document (a report built with its timeline, or an analysis)."""
     script = _asset("timeline.js")
     env = _environment()
     return env.get_template("report.html.j2").render(
-        **_context(analysis),
+        **_context(as_report(source, timeline=True)),
         css=Markup(_asset("report.css") + "\n" + palette.css_rules()),
         script=Markup(script),
         script_hash=_csp_hash(script),
     )
 
 
-def write_html(analysis: Analysis, path: str | Path) -> None:
+def write_html(source: Report | Analysis, path: str | Path) -> None:
     """Write the report; a failed write is an `OutputError`, never a silent pass."""
-    text = render_html(analysis)
+    text = render_html(source)
     write_atomic(path, text)

@@ -1,13 +1,12 @@
-"""What the HTML template shows, computed from the JSON result (`to_dict`) and the analysis.
+"""What the HTML template shows, computed from the report model (`advisor.report.model`).
 
-The template only lays things out; every number it prints is formatted here, from the same
-dictionary the JSON report writes, so the two reports cannot disagree. Units follow the
+The template only lays things out; every number it prints is formatted here, from the model or
+the dictionary the JSON report writes of it, so the two reports cannot disagree. Units follow the
 evidence naming contract (`advisor.engine.rule.Evidence`): a quantity's unit is its suffix.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,35 +14,9 @@ from pathlib import PurePath
 from typing import Any
 
 from advisor.report import palette
+from advisor.report.units import fmt_bytes, fmt_ms, fmt_ns
 
 # ----- number formatting -------------------------------------------------------------------
-
-
-def fmt_ms(ms: float | None) -> str:
-    """A duration given in ms, in the unit that keeps 3-4 significant digits."""
-    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
-        return "–"
-    return fmt_ns(ms * 1e6)
-
-
-def fmt_ns(ns: float | None) -> str:
-    if ns is None:
-        return "–"
-    a = abs(ns)
-    if a >= 1e9:
-        return f"{ns / 1e9:.4g} s" if a < 1e12 else f"{ns / 1e9:,.0f} s"
-    if a >= 1e6:
-        return f"{ns / 1e6:.4g} ms"
-    if a >= 1e3:
-        return f"{ns / 1e3:.3g} µs"
-    return f"{ns:.0f} ns"
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
 
 
 def fmt_pct(x: float | None, digits: int = 0) -> str:

@@ -1,5 +1,7 @@
 """The JSON result: the versioned, schema-checked contract for machines (CI, `advisor gate`).
 
+It serialises the report model (`advisor.report.model`) and computes nothing of its own.
+
 The schema is `advisor/report/schema.json` (JSON Schema draft 2020-12); `SCHEMA_VERSION` changes
 its major number on any incompatible change. Times are milliseconds (``*_ms``), as users read
 them; the graph's nanoseconds stay inside.
@@ -16,15 +18,13 @@ from advisor import DISTRIBUTION
 from advisor.analysis import Analysis
 from advisor.engine.rule import Finding
 from advisor.engine.step_basis import StepBasis
-from advisor.graph.step_metrics import step_metrics
+from advisor.graph.trace_summary import TraceSummary
 from advisor.output_paths import write_atomic
+from advisor.report.model import Report, ReportFinding, as_report
+from advisor.report.units import to_ms as _ms
 
 SCHEMA_VERSION = "1.1"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
-
-
-def _ms(ns: float | None) -> float | None:
-    return None if ns is None else round(ns / 1e6, 4)
 
 
 def advisor_version() -> str:
@@ -34,12 +34,13 @@ def advisor_version() -> str:
         return "0+unknown"
 
 
-def _finding(f: Finding, category: str) -> dict[str, Any]:
+def _finding(rf: ReportFinding) -> dict[str, Any]:
+    f = rf.finding
     e = f.estimate
     return {
         "rule": f.rule,
         "code": f.code,
-        "category": category,
+        "category": rf.category,
         "message": f.message,
         "confidence": f.confidence.value,
         "estimated_speedup": round(e.speedup, 4),
@@ -90,8 +91,7 @@ def _detection(basis: StepBasis | None) -> dict[str, Any] | None:
     }
 
 
-def _whole_trace(analysis: Analysis) -> dict[str, Any] | None:
-    t = analysis.trace_summary
+def _whole_trace(t: TraceSummary | None) -> dict[str, Any] | None:
     if t is None:
         return None
     return {
@@ -113,18 +113,20 @@ def _whole_trace(analysis: Analysis) -> dict[str, Any] | None:
     }
 
 
-def to_dict(analysis: Analysis) -> dict[str, Any]:
-    from advisor.capture.accounting import RUN_CATEGORIES
-    from advisor.engine.registry import load_rules
+def _below(f: Finding) -> dict[str, Any]:
+    return {"rule": f.rule, "code": f.code, "estimated_speedup": round(f.estimate.speedup, 4),
+            "saved_ms_per_step": _ms(f.estimate.saved_ns_per_step)}
 
-    categories = {r.name: r.category.value for r in load_rules()} | RUN_CATEGORIES
-    g, s, r = analysis.graph, analysis.summary, analysis.results
-    info = g.info
-    combined = r.combined
-    steady_times = [b.time_ns for b in s.steps]
-    gm = step_metrics(analysis)
-    basis = r.basis
-    baseline_ms = _ms(r.baseline_step_ns)
+
+def to_dict(source: Report | Analysis) -> dict[str, Any]:
+    """The JSON result of a report (or of an analysis, built into its report first)."""
+    rep = as_report(source)
+    info, st, replay = rep.trace, rep.steps, rep.replay
+    combined = rep.combined
+    gm = st.metrics
+    times = st.analysed_times_ns
+    basis = st.basis
+    baseline_ms = _ms(rep.baseline_step_ns)
     return {
         "schema_version": SCHEMA_VERSION,
         "advisor_version": advisor_version(),
@@ -142,31 +144,31 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "totals": dict(info.totals),
             "window_ms": None if info.window_ns is None else [_ms(info.window_ns[0]),
                                                               _ms(info.window_ns[1])],
-            "has_gpu_work": g.has_gpu_work,
+            "has_gpu_work": rep.has_gpu_work,
             "notes": list(info.notes),
         },
         "steps": {
-            "count": max(int(info.totals.get("steps", 0)), len(g.steps)),
-            "source": analysis.steps_source,
+            "count": st.count,
+            "source": st.source.value,
             # Which process and steps, how they were found, and whether they carry estimates.
             "detection": _detection(basis),
             # The report's one step time: every estimate's step_ms, the HTML's, the console's.
             "baseline_ms": baseline_ms,
-            "warmup": s.warmup_steps,
-            "analysed": len(s.steps),
-            "median_ms": _ms(s.median_step_ns) if s.steps else None,
-            "mean_ms": _ms(s.mean_step_ns) if s.steps else None,
-            "min_ms": _ms(min(steady_times)) if steady_times else None,
-            "max_ms": _ms(max(steady_times)) if steady_times else None,
-            "times_ms": [_ms(t) for t in s.all_step_times_ns],
-            "gpu_busy_ms": _ms(s.median_busy_ns) if s.steps else None,
+            "warmup": st.warmup,
+            "analysed": st.analysed,
+            "median_ms": _ms(st.median_ns),
+            "mean_ms": _ms(st.mean_ns),
+            "min_ms": _ms(min(times)) if times else None,
+            "max_ms": _ms(max(times)) if times else None,
+            "times_ms": [_ms(m.time_ns) for m in st.marks],
+            "gpu_busy_ms": _ms(st.busy_median_ns),
             # The steps replayed without the tracing profiler's host overhead: what the program
             # takes when it is not being traced (see model_check.profiler_overhead_ms).
-            "unprofiled_median_ms": _ms(r.unprofiled_median_ns),
-            "unprofiled_mean_ms": _ms(r.unprofiled_mean_ns),
-            "gpu_idle_ms": _ms(s.median_step_ns - s.median_busy_ns) if s.steps else None,
-            "idle_causes_ms": {k: _ms(v) for k, v in s.idle_cause_medians_ns().items()},
-            "phases": {k: _ms(v) for k, v in s.phase_medians_ns().items()},
+            "unprofiled_median_ms": _ms(replay.unprofiled_median_ns),
+            "unprofiled_mean_ms": _ms(replay.unprofiled_mean_ns),
+            "gpu_idle_ms": _ms(st.median_ns - st.busy_median_ns) if times else None,
+            "idle_causes_ms": {k: _ms(v) for k, v in st.idle_causes_ns.items()},
+            "phases": {k: _ms(v) for k, v in st.phases_ns.items()},
             # For `advisor gate` (optional keys, added in 1.0): see advisor/graph/step_metrics.py.
             "steady_times_ms": [_ms(t) for t in gm.steady_times_ns],
             "gpu_busy_times_ms": [_ms(t) for t in gm.gpu_busy_ns],
@@ -175,17 +177,17 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             "ops_per_step": {k: round(v, 3) for k, v in gm.ops.items()},
             # `advisor profile` only: the unprofiled steps timed by the host clock at each
             # step boundary outside the recorded window (null for a bare trace).
-            "measured": analysis.measured.to_dict() if analysis.measured is not None else None,
+            "measured": st.measured.to_dict() if st.measured is not None else None,
         },
         # `advisor profile` only: where the whole run's wall time went (null for a bare trace).
-        "run": analysis.run.to_dict() if analysis.run is not None else None,
-        "warnings": list(analysis.warnings),
+        "run": rep.run.to_dict() if rep.run is not None else None,
+        "warnings": list(rep.warnings),
         "kernels": {
-            "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
+            "by_category_ms": {k: _ms(v) for k, v in rep.kernel_category_ns.items()},
             "top": [
                 {"name": k.name, "category": k.category, "count_per_step": k.count,
                  "ms_per_step": _ms(k.total_ns)}
-                for k in s.top_kernels
+                for k in rep.top_kernels
             ],
             "all": [
                 {"name": k.name, "category": k.category, "count_per_step": round(k.count_per_step, 3),
@@ -195,33 +197,33 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
             ],
         },
         # Without steps: where the GPU time of the whole loaded trace went (else null).
-        "whole_trace": _whole_trace(analysis),
-        "findings": [_finding(f, categories.get(f.rule, "")) for f in r.findings],
-        "skipped": [{"rule": x.rule, "reason": x.reason} for x in r.skipped],
-        "below_threshold": [
-            {"rule": f.rule, "code": f.code, "estimated_speedup": round(f.estimate.speedup, 4),
-             "saved_ms_per_step": _ms(f.estimate.saved_ns_per_step)}
-            for f in r.below_threshold
-        ],
+        "whole_trace": _whole_trace(rep.whole_trace),
+        "findings": [_finding(f) for f in rep.findings],
+        "skipped": [{"rule": x.rule, "reason": x.reason} for x in rep.skipped],
+        "below_threshold": [_below(f) for f in rep.below_threshold],
         "baseline_step_ms": baseline_ms,
         "estimate_withheld": basis.withheld if basis is not None else None,
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
         "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else baseline_ms,
         "model_check": {
-            "replay_error": None if r.baseline_error is None else round(r.baseline_error, 4),
+            "replay_error": None if replay.baseline_error is None
+            else round(replay.baseline_error, 4),
             # Host time per step the tracing profiler itself added (estimated); speedups are
             # computed with it removed from both sides.
-            "profiler_overhead_ms": _ms(r.profiler_overhead_ns),
+            "profiler_overhead_ms": _ms(replay.profiler_overhead_ns),
             # (unprofiled replay - measured unprofiled step) / measured, under advisor profile
-            "measured_vs_replay": None if r.measured_vs_replay is None
-            else round(r.measured_vs_replay, 4),
+            "measured_vs_replay": None if replay.measured_vs_replay is None
+            else round(replay.measured_vs_replay, 4),
             # which per-event profiler costs were taken out of the replay
-            "calibration": r.calibration,
+            "calibration": replay.calibration,
         },
     }
 
 
-def write_json(analysis: Analysis, path: str | Path) -> None:
-    data = to_dict(analysis)
-    text = json.dumps(data, indent=2, sort_keys=False)
-    write_atomic(path, text + "\n")
+def to_json(source: Report | Analysis) -> str:
+    """The JSON result as written to a file or stdout."""
+    return json.dumps(to_dict(source), indent=2, sort_keys=False)
+
+
+def write_json(source: Report | Analysis, path: str | Path) -> None:
+    write_atomic(path, to_json(source) + "\n")

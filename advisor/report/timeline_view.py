@@ -29,6 +29,7 @@ from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import ApiCall, CpuRange, GpuOp, OpGraph, RangeSource, Step
 from advisor.graph.timeline import StepBreakdown, Summary, idle_segments
 from advisor.report import palette
+from advisor.report.units import fmt_ns
 
 OUTSIDE_STEP = 1
 
@@ -126,10 +127,10 @@ class _Builder:
     def step_lane(self) -> None:
         s = self.step
         g = self.group(f"Step {s.index}", s.name)
-        cpu = f"{s.name} on the host · {_ms(s.cpu_ns)}"
+        cpu = f"{s.name} on the host · {fmt_ns(s.cpu_ns)}"
         self.lane(g, "host", "step", [self.ev(s.cpu_start_ns, s.cpu_end_ns, cpu, "step-cpu")])
         if s.gpu_start_ns is not None and s.gpu_end_ns is not None:
-            gpu = f"{s.name} on the GPU · {_ms(s.gpu_end_ns - s.gpu_start_ns)}"
+            gpu = f"{s.name} on the GPU · {fmt_ns(s.gpu_end_ns - s.gpu_start_ns)}"
             self.lane(g, "GPU", "step", [self.ev(s.gpu_start_ns, s.gpu_end_ns, gpu, "step-gpu")])
 
     def _threads(self) -> list[int]:
@@ -337,10 +338,6 @@ def fair_shares(demands: list[int], budget: int) -> list[int]:
         shares[i] = min(demands[i], left // (len(order) - k))
         left -= shares[i]
     return shares
-
-
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:.4g} ms"
 
 
 def _bisect_start(items: list[Any], t: int) -> int:

@@ -31,7 +31,7 @@ def test_estimates_are_rebased_on_the_measured_step(ratio, warns):
     a = analyze(CAPTURE)
     before = {f.rule: f.estimate for f in a.results.findings}
     assert before, "the launch-bound capture has findings"
-    measured_ns = int(a.results.unprofiled_median_ns * ratio)
+    measured_ns = int(a.results.replay.unprofiled_median_ns * ratio)
     apply_measured(a, _clock(measured_ns))
     assert a.measured.median_ns == measured_ns
     for f in a.results.findings:

@@ -43,28 +43,36 @@ def _estimate(e) -> dict:
             "step_ns": e.step_ns, "predicted_step_ns": e.predicted_step_ns}
 
 
-def record(key: str) -> dict:
-    """What the analysis of one trace estimates, or the class of error it stops with."""
+def analyse(key: str):
+    """The default analysis of one trace, or the `AdvisorError` it stops with."""
     from advisor.analysis import analyze
-    from advisor.engine.context import RuleContext, analysed_steps
     from advisor.errors import AdvisorError
 
     try:
-        analysis = analyze(ROOT / key)
+        return analyze(ROOT / key)
     except AdvisorError as exc:
-        return {"error": type(exc).__name__}
+        return exc
+
+
+def record(key: str, analysis=None) -> dict:
+    """What the analysis of one trace (``analysis``, else analysed here) estimates, or the
+    class of error it stops with."""
+    from advisor.errors import AdvisorError
+
+    analysis = analyse(key) if analysis is None else analysis
+    if isinstance(analysis, AdvisorError):
+        return {"error": type(analysis).__name__}
     r = analysis.results
     out: dict = {
         "steps": r.steps_analysed,
         "findings": {f"{f.rule}#{i}": _estimate(f.estimate) for i, f in enumerate(
             sorted(r.findings + r.below_threshold, key=lambda f: (f.rule, f.message)))},
         "combined": _estimate(r.combined) if r.combined else None,
-        "unprofiled_median_ns": r.unprofiled_median_ns,
-        "unprofiled_mean_ns": r.unprofiled_mean_ns,
-        "profiler_overhead_ns": r.profiler_overhead_ns,
+        "unprofiled_median_ns": r.replay.unprofiled_median_ns,
+        "unprofiled_mean_ns": r.replay.unprofiled_mean_ns,
+        "profiler_overhead_ns": r.replay.profiler_overhead_ns,
     }
-    graph = analysis.graph
-    ctx = RuleContext(graph, analysed_steps(graph))
+    graph, ctx = analysis.graph, analysis.context
     if ctx.steps and graph.has_gpu_work:
         out["observed_periods"] = list(ctx.observed.periods)
         out["unprofiled_periods"] = list(ctx.baseline.periods)

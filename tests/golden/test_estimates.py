@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from tests.golden.conftest import analysis_of
 from tests.golden.estimates import GOLDEN, ROOT, record
 
 WANT = json.loads(GOLDEN.read_text(encoding="utf-8"))
@@ -32,9 +33,10 @@ def test_the_golden_covers_the_fixtures():
     assert all((ROOT / k).exists() for k in WANT if k.startswith("fixtures/"))
 
 
-@pytest.mark.parametrize("key", PRESENT)
-def test_estimates_match_the_recorded_golden(key):
-    got, want = record(key), WANT[key]
+@pytest.mark.parametrize("trace_key", PRESENT)
+def test_estimates_match_the_recorded_golden(trace_key):
+    key = trace_key
+    got, want = record(key, analysis_of(key)), WANT[key]
     assert set(got) == set(want), key
     for field in ("steps", "error", "observed_periods", "unprofiled_periods"):
         assert got.get(field) == want.get(field), (key, field)

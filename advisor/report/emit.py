@@ -1,0 +1,51 @@
+"""Every report of one analysis, the way every command writes them: build the report once, then
+the files asked for, then the console summary.
+
+`advisor analyze` and `advisor profile` both end here, so the JSON file, the HTML page and the
+console of one run are views of one `Report` (`advisor.report.model`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from advisor.analysis import Analysis
+from advisor.report.model import Report, build_report
+from advisor.report.progress import Progress
+
+STDOUT = Path("-")
+
+
+def emit(analysis: Analysis, json_out: Path | None, html_out: Path | None, quiet: bool,
+         show_fixes: bool = False, progress: Progress | None = None, stderr: bool = False,
+         records: Sequence[Path] = ()) -> Report:
+    """Write the reports asked for and show the console summary (on stderr when ``stderr`` or
+    when JSON goes to stdout, so stdout stays parseable). ``records``: further copies of the
+    JSON result (`advisor profile` keeps one per rank in its output folder). Returns the report."""
+    from advisor.report import console as console_report
+    from advisor.report.json_report import to_json, write_json
+
+    progress = progress or Progress(False)
+    report = build_report(analysis, timeline=html_out is not None)
+    if json_out == STDOUT:
+        click.echo(to_json(report))
+        stderr = True
+    elif json_out:
+        with progress.stage(f"writing {json_out}") as stage:
+            write_json(report, json_out)
+            stage.done(f"wrote {json_out}")
+    if html_out:
+        from advisor.report.html_report import write_html
+
+        with progress.stage(f"writing {html_out}") as stage:
+            write_html(report, html_out)
+            stage.done(f"wrote {html_out}")
+    for path in records:
+        write_json(report, path)
+    if not quiet:
+        console_report.render(report, Console(stderr=stderr, highlight=False), show_fixes=show_fixes)
+    return report

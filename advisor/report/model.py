@@ -1,0 +1,204 @@
+"""The report: one frozen, typed record of an analysis, built once, that every view renders.
+
+An `Analysis` (`advisor.analysis`) is the working state of the pipeline: the graph, the step
+summary, the rules' results. A report is what is said about it, fixed before anything is
+written: each finding with its rule's metadata (its category), the step figures, the gate's
+per-step metrics, the replay's checks, and one baseline step time. The JSON result
+(`advisor.report.json_report`) serialises it; the console, the HTML page and `advisor gate` (which
+reads the JSON) render it. None of them reads the graph or the analysis, so no two of them can
+show the step as two different numbers.
+
+`build_report` does the computing (the step metrics, and for the HTML page the timeline of the
+representative step, which only that page draws: ``timeline=True``). `as_report` lets library
+callers hand a renderer an `Analysis` directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from advisor.analysis import Analysis
+from advisor.engine.rule import Estimate, Finding, Skipped
+from advisor.engine.runner import ReplayCheck
+from advisor.engine.step_basis import StepBasis
+from advisor.graph.model import StepSource, TraceInfo
+from advisor.graph.step_metrics import StepMetrics, step_metrics
+from advisor.graph.timeline import KernelStat
+from advisor.graph.trace_summary import TraceSummary
+
+
+class MeasuredSteps(Protocol):
+    """`advisor profile`'s unprofiled steps (`advisor.capture.steptimes.MeasuredStep`)."""
+
+    median_ns: float
+    mean_ns: float
+    p10_ns: float
+    p90_ns: float
+    count: int
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class RunAccount(Protocol):
+    """`advisor profile`'s whole-run account (`advisor.capture.accounting.RunAccount`)."""
+
+    run_ns: int
+    steps: int
+    parts_ns: dict[str, int]
+    causes_ns: dict[str, int]
+
+    @property
+    def outside_steady_ns(self) -> int: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ReportFinding:
+    """A finding with its rule's metadata."""
+
+    finding: Finding
+    category: str  # the rule's `advisor.engine.rule.Category` value ("" when unknown)
+    timeline_ids: tuple[str, ...] = ()  # HTML only: the drawn events it points at
+
+
+@dataclass(frozen=True)
+class StepMark:
+    """One step found (warm-up included), as the step chart draws it."""
+
+    index: int
+    warmup: bool
+    time_ns: int
+
+
+@dataclass(frozen=True)
+class StepFigures:
+    """The analysed steady steps: times (ns), where their time went, and the gate's metrics."""
+
+    count: int  # steps found in the whole trace (the ingest's total, or those loaded)
+    source: StepSource
+    basis: StepBasis | None  # which process and steps, how found, whether they carry estimates
+    warmup: int
+    marks: tuple[StepMark, ...]  # every step found, in order
+    analysed_times_ns: tuple[int, ...]  # the analysed steps (the summary's rows)
+    median_ns: float | None  # None: no step analysed
+    mean_ns: float | None
+    busy_median_ns: float | None
+    phases_ns: Mapping[str, float] = field(default_factory=dict)  # phase -> median
+    idle_causes_ns: Mapping[str, float] = field(default_factory=dict)  # cause -> mean per step
+    metrics: StepMetrics = field(default_factory=lambda: StepMetrics((), ()))
+    measured: MeasuredSteps | None = None  # `advisor profile`: the unprofiled steps
+
+    @property
+    def analysed(self) -> int:
+        return len(self.analysed_times_ns)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The HTML page's drawing of the representative step (`advisor.report.timeline_view`)."""
+
+    data: Mapping[str, Any] | None
+    step_position: int | None  # that step's position among `StepFigures.marks`
+
+
+@dataclass(frozen=True)
+class Report:
+    trace: TraceInfo
+    has_gpu_work: bool
+    steps: StepFigures
+    kernel_category_ns: Mapping[str, int]  # per analysed step
+    top_kernels: tuple[KernelStat, ...]
+    whole_trace: TraceSummary | None  # without steps: where the whole trace's GPU time went
+    findings: tuple[ReportFinding, ...]
+    below_threshold: tuple[Finding, ...]
+    skipped: tuple[Skipped, ...]
+    combined: Estimate | None  # all findings' fixes together
+    baseline_step_ns: float | None  # the report's one step time: every estimate's step
+    replay: ReplayCheck
+    run: RunAccount | None = None  # `advisor profile`: where the whole run's time went
+    warnings: tuple[str, ...] = ()
+    timeline: Timeline | None = None  # built for the HTML page only
+
+    def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
+        """Each reason once, with the rules it stopped (ten rules share "no steps")."""
+        out: dict[str, list[str]] = {}
+        for x in self.skipped:
+            out.setdefault(x.reason, []).append(x.rule)
+        return list(out.items())
+
+
+def _steps(analysis: Analysis) -> StepFigures:
+    g, s = analysis.graph, analysis.summary
+    has = bool(s.steps)
+    return StepFigures(
+        count=max(int(g.info.totals.get("steps", 0)), len(g.steps)),
+        source=analysis.steps_source,
+        basis=analysis.results.basis,
+        warmup=s.warmup_steps,
+        marks=tuple(StepMark(x.index, x.warmup, x.time_ns) for x in g.steps),
+        analysed_times_ns=tuple(b.time_ns for b in s.steps),
+        median_ns=s.median_step_ns if has else None,
+        mean_ns=s.mean_step_ns if has else None,
+        busy_median_ns=s.median_busy_ns if has else None,
+        phases_ns=s.phase_medians_ns(),
+        idle_causes_ns=s.idle_cause_medians_ns(),
+        metrics=step_metrics(g, s.steps),
+        measured=analysis.measured,
+    )
+
+
+def build_report(analysis: Analysis, timeline: bool = False) -> Report:
+    """The report of an analysis; ``timeline``: also draw the representative step (HTML)."""
+    r = analysis.results
+    drawn = _timeline(analysis) if timeline else None
+    findings = tuple(
+        ReportFinding(f, r.categories.get(f.rule, ""),
+                      _cited(drawn, analysis, f) if drawn is not None else ())
+        for f in r.findings)
+    return Report(
+        trace=analysis.graph.info,
+        has_gpu_work=analysis.graph.has_gpu_work,
+        steps=_steps(analysis),
+        kernel_category_ns=dict(analysis.summary.category_ns),
+        top_kernels=tuple(analysis.summary.top_kernels),
+        whole_trace=analysis.trace_summary,
+        findings=findings,
+        below_threshold=tuple(r.below_threshold),
+        skipped=tuple(r.skipped),
+        combined=r.combined,
+        baseline_step_ns=r.baseline_step_ns,
+        replay=r.replay,
+        run=analysis.run,
+        warnings=tuple(analysis.warnings),
+        timeline=drawn,
+    )
+
+
+def _timeline(analysis: Analysis) -> Timeline:
+    from advisor.report.timeline_view import build_timeline, representative_step
+
+    rep = representative_step(analysis.summary)
+    position = next((i for i, s in enumerate(analysis.graph.steps) if rep and s is rep.step), None)
+    return Timeline(build_timeline(analysis), position)
+
+
+def _cited(drawn: Timeline, analysis: Analysis, f: Finding) -> tuple[str, ...]:
+    from advisor.report.timeline_view import cited_events
+
+    ev = f.evidence
+    evidence = {"node_ids": list(ev.node_ids), "kernels": list(ev.kernels),
+                "api_calls": list(ev.api_calls), "ranges": list(ev.ranges)}
+    return tuple(cited_events(drawn.data, analysis.graph, evidence))
+
+
+def as_report(source: Report | Analysis, timeline: bool = False) -> Report:
+    """A renderer's input: a report as is, an analysis built into one (library callers)."""
+    if isinstance(source, Report):
+        if timeline and source.timeline is None:
+            raise ValueError("this report was built without the timeline the HTML page draws: "
+                             "build_report(analysis, timeline=True)")
+        return source
+    return build_report(source, timeline=timeline)

@@ -1,0 +1,52 @@
+"""Times and sizes as the reports show them: one place for every conversion and format.
+
+The graph keeps nanoseconds; users read milliseconds. Two text styles exist on purpose:
+
+- `fmt_ns`/`fmt_ms` (HTML page, its timeline): the unit that keeps 3-4 significant digits
+  (``812 µs``, ``14.13 ms``), for numbers read one at a time;
+- `console_ms` (terminal): always ms with three decimals (``14.128 ms``), so a column of them
+  lines up and the README's examples stay what the console prints.
+
+`to_ms` is the JSON's number (ms, rounded to 0.1 µs), not text.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def to_ms(ns: float | None) -> float | None:
+    """Nanoseconds as the JSON result's milliseconds (None stays None)."""
+    return None if ns is None else round(ns / 1e6, 4)
+
+
+def console_ms(ns: float) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def fmt_ns(ns: float | None) -> str:
+    """A duration in the unit that keeps 3-4 significant digits; ``–`` for none."""
+    if ns is None:
+        return "–"
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.4g} s" if a < 1e12 else f"{ns / 1e9:,.0f} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.4g} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.0f} ns"
+
+
+def fmt_ms(ms: float | None) -> str:
+    """`fmt_ns` of a duration given in ms (the JSON's unit)."""
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return "–"
+    return fmt_ns(ms * 1e6)
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
