@@ -79,13 +79,13 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
         return _job_gate(baseline, candidate, threshold / 100)
     from advisor.engine.registry import load_rules, select
     from advisor.gate.compare import Policy, gate
-    from advisor.gate.github import render_annotations
     from advisor.gate.outputs import (
         OutputRequest,
         check_requested,
         write_outputs,
     )
-    from advisor.gate.text import render_text
+    from advisor.gate.render.github import render_annotations
+    from advisor.gate.render.text import render_text
 
     allowed = select(load_rules(), list(allow)) if allow else []
     policy = Policy(threshold=threshold / 100,
@@ -114,8 +114,8 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
 def _fail_closed(message: str, request, github_annotations: bool) -> None:
     """Replace every requested output with an "error" verdict, and say so on stdout."""
     from advisor.errors import OutputError
-    from advisor.gate.github import render_error_annotation
     from advisor.gate.outputs import write_error_outputs
+    from advisor.gate.render.github import render_error_annotation
 
     with contextlib.suppress(OutputError):  # the original error is the one to report
         write_error_outputs(message, request)

@@ -5,9 +5,8 @@ Both runs become a `GateInput` (`inputs`), whether they were traces or saved
 both. `workload` refuses pairs that cannot be compared; `stats` and `timing` test the step-time
 distributions against their own noise; `noise` recognises a slower host; `findings` and
 `signals` find anti-patterns the candidate introduced; `attribution` says where the time moved;
-`compare` makes the decision (`GateResult`); `text`, `markdown`, `junit`, `github` and
-`result_json` render it and `outputs` writes the files.
+`compare` makes the decision (`GateResult`); `render/` (`text`, `markdown`, `junit`, `github`,
+`result_json`) renders it and `outputs` writes the files.
 
-This package imports nothing at package level: `advisor.report.json_report` imports
-`advisor.graph.step_metrics`, and the JSON report must not pull the whole gate in.
+This package imports nothing at package level, so importing one module of it stays cheap.
 """

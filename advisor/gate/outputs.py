@@ -48,9 +48,9 @@ def check_requested(inputs: tuple[Path, ...], req: OutputRequest) -> None:
 
 
 def write_outputs(result: GateResult, req: OutputRequest) -> None:
-    from advisor.gate.junit import render_junit
-    from advisor.gate.markdown import render_markdown
-    from advisor.gate.result_json import to_gate_dict
+    from advisor.gate.render.junit import render_junit
+    from advisor.gate.render.markdown import render_markdown
+    from advisor.gate.render.result_json import to_gate_dict
 
     if req.markdown:
         _write(req.markdown, render_markdown(result))
@@ -61,9 +61,9 @@ def write_outputs(result: GateResult, req: OutputRequest) -> None:
 
 
 def write_error_outputs(message: str, req: OutputRequest) -> None:
-    from advisor.gate.junit import render_error_junit
-    from advisor.gate.markdown import render_error_markdown
-    from advisor.gate.result_json import error_dict
+    from advisor.gate.render.junit import render_error_junit
+    from advisor.gate.render.markdown import render_error_markdown
+    from advisor.gate.render.result_json import error_dict
 
     # Every output is attempted, so none is left holding an earlier verdict; the first
     # failure is raised after.

@@ -11,10 +11,10 @@ import pytest
 import xmlschema
 
 from advisor.gate.compare import GateResult, Regression, compare
-from advisor.gate.github import command, render_annotations
-from advisor.gate.junit import render_error_junit, render_junit
-from advisor.gate.markdown import cell, render_markdown
-from advisor.gate.result_json import GATE_SCHEMA_VERSION, to_gate_dict
+from advisor.gate.render.github import command, render_annotations
+from advisor.gate.render.junit import render_error_junit, render_junit
+from advisor.gate.render.markdown import cell, render_markdown
+from advisor.gate.render.result_json import GATE_SCHEMA_VERSION, to_gate_dict
 
 from .conftest import MFU_AFTER, MFU_BEFORE, lift_refusal, needs_traces
 

@@ -117,7 +117,7 @@ def test_a_kernel_name_cannot_inject_a_workflow_command(saved, tmp_path):
         run = run_cli(["gate", base, bad, *extra])
         assert_held(run, before, ok=(1,))
         assert "?::error::PWN: 0.000 ->" in run.stdout  # shown as data, inside its line
-    from advisor.gate.github import command
+    from advisor.gate.render.github import command
 
     assert command("error", "t", "k" + INJECTED) == "::error title=t::k%0A::error::PWN"
 
