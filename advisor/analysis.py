@@ -12,7 +12,7 @@ from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph, StepSource
-from advisor.graph.timeline import Summary, summarize
+from advisor.graph.step_breakdown import Summary, summarize
 from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
 

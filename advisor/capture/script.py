@@ -52,10 +52,6 @@ class Target:
     name: str
     module: bool = False
 
-    @property
-    def display(self) -> str:
-        return f"-m {self.name}" if self.module else self.name
-
     def origin(self) -> str | None:
         """The file whose frames are the script's own."""
         if not self.module:

@@ -6,7 +6,6 @@ edges, ``finish`` once at the end (writes the trace)."""
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
 from pathlib import Path
 
@@ -120,7 +119,3 @@ def rank_suffixed(path: Path, rank: int, world: int) -> Path:
     if world <= 1 or rank == 0:
         return path
     return path.with_name(f"{path.stem}.rank{rank}{path.suffix}")
-
-
-def ensure_dir(path: Path) -> None:
-    os.makedirs(path, exist_ok=True)

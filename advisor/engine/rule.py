@@ -40,7 +40,9 @@ DOC_SECTIONS = (
 
 
 class Confidence(str, Enum):
-    MEASURED = "measured"  # the model's effect was measured on an H100 for this pattern
+    """How an estimate was reached. (``measured`` was dropped: no rule ever set it, since every
+    estimate is the trace's replay; the JSON schema still accepts it in saved results.)"""
+
     MODELED = "modeled"  # derived from the trace's own timings with a physical model
     HEURISTIC = "heuristic"  # a rule of thumb; treat the number as a direction
 

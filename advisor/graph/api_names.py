@@ -58,8 +58,8 @@ COPY_CALLS_ASYNC = frozenset(
     {"cudaMemcpyAsync", "cudaMemcpy2DAsync", "cudaMemcpy3DAsync", "cudaMemcpyPeerAsync",
      "cuMemcpyAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync"}
 )
-MEMSET_CALLS = frozenset({"cudaMemset", "cudaMemsetAsync", "cuMemsetD8Async", "cuMemsetD32Async",
-                          "cuMemsetD8", "cuMemsetD32"})
+# Memsets that return only once the device has written (the Async ones do not block).
+BLOCKING_MEMSET_CALLS = frozenset({"cudaMemset", "cuMemsetD8", "cuMemsetD32"})
 # Allocation calls: slow, and cudaFree / cudaFreeHost synchronize the whole device.
 ALLOC_CALLS = frozenset(
     {"cudaMalloc", "cudaFree", "cudaMallocHost", "cudaHostAlloc", "cudaFreeHost", "cudaHostRegister",
@@ -68,9 +68,6 @@ ALLOC_CALLS = frozenset(
      "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", "cuMemAddressReserve",
      "cuMemAddressFree", "cuMemSetAccess", "cuMemHostRegister", "cuMemHostUnregister"}
 )
-HOST_ALLOC_CALLS = frozenset({"cudaMallocHost", "cudaHostAlloc", "cudaFreeHost", "cudaHostRegister",
-                              "cudaHostUnregister", "cuMemAllocHost", "cuMemHostAlloc",
-                              "cuMemFreeHost", "cuMemHostRegister", "cuMemHostUnregister"})
 DEVICE_SYNCING_ALLOC_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cuMemFree", "cuMemFreeHost"})
 
 
@@ -80,10 +77,6 @@ def is_launch(name: str) -> bool:
 
 def is_sync(name: str) -> bool:
     return name in SYNC_CALLS
-
-
-def is_copy(name: str) -> bool:
-    return name in COPY_CALLS_SYNC or name in COPY_CALLS_ASYNC
 
 
 def is_alloc(name: str) -> bool:
@@ -97,5 +90,5 @@ def may_block(name: str) -> bool:
         or name in COPY_CALLS_SYNC
         or name in COPY_CALLS_ASYNC
         or name in DEVICE_SYNCING_ALLOC_CALLS
-        or name in {"cudaMemset", "cuMemsetD8", "cuMemsetD32"}
+        or name in BLOCKING_MEMSET_CALLS
     )

@@ -25,27 +25,25 @@ Node kinds
   activity, Kineto's ``cuda_sync``).
 * `Step`: one training iteration, with its phases.
 
-Edge kinds (see `OpGraph.to_networkx`)
---------------------------------------
-* ``launch``: ApiCall -> GpuOp it enqueued (matched by ``(pid, correlation)``).
+Edge kinds (the lookups below answer them; the what-if replay, `advisor.engine.whatif`, is
+the graph over them)
+--------------------------------------------------------------------------------------------
+* ``launch``: ApiCall -> GpuOp it enqueued (matched by ``(pid, correlation)``): `launcher`,
+  `launched`.
 * ``stream``: GpuOp -> the next GpuOp on the same ``(device, stream)``.
-* ``sync``: GpuOp -> the ApiCall that waited for it to finish.
-* ``contains``: CpuRange -> ApiCall/CpuRange directly inside it on the same thread.
+* ``sync``: GpuOp -> the ApiCall that waited for it to finish (`advisor.graph.syncs`).
+* ``contains``: CpuRange -> ApiCall/CpuRange directly inside it on the same thread:
+  `ranges_at`, `ranges_in`.
 """
 
 from __future__ import annotations
 
-import itertools
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # networkx is imported lazily: most analyses never need the object graph.
-    import networkx as nx
 
 
 class GpuOpKind(str, Enum):
@@ -259,8 +257,8 @@ class TraceInfo:
 class OpGraph:
     """All events of the analysis window plus the steps, with the indexes rules need.
 
-    Lists are sorted by start time. The networkx view (`to_networkx`) is built on demand; the
-    flat lists and the dictionaries below answer most questions far faster.
+    Lists are sorted by start time; the flat lists and the dictionaries below answer the
+    questions rules ask (an object graph per event was the slow path and is gone).
     """
 
     def __init__(
@@ -439,43 +437,3 @@ class OpGraph:
     @property
     def has_gpu_work(self) -> bool:
         return bool(self.gpu_ops)
-
-    # ----- networkx view -------------------------------------------------------------------
-
-    def to_networkx(self, ops: Iterable[GpuOp] | None = None) -> nx.MultiDiGraph:
-        """The op graph as networkx: nodes ("range"|"api"|"gpu", id) with the event as
-        ``data["event"]``, typed edges ``kind`` in launch/stream/sync/contains.
-
-        Pass ``ops`` to restrict it to some GPU ops and the calls that launched them (a step).
-        """
-        import networkx as nx
-
-        g = nx.MultiDiGraph()
-        chosen = list(self.gpu_ops if ops is None else ops)
-        for op in chosen:
-            g.add_node(("gpu", op.id), event=op)
-            call = self.launcher(op)
-            if call is not None:
-                g.add_node(("api", call.id), event=call)
-                g.add_edge(("api", call.id), ("gpu", op.id), kind="launch")
-        by_stream: dict[tuple[int, int], list[GpuOp]] = defaultdict(list)
-        for op in chosen:
-            by_stream[(op.device, op.stream)].append(op)
-        for ops_on_stream in by_stream.values():
-            ops_on_stream.sort(key=lambda o: o.start_ns)
-            for a, b in itertools.pairwise(ops_on_stream):
-                g.add_edge(("gpu", a.id), ("gpu", b.id), kind="stream")
-        from advisor.graph.syncs import waited_ops  # local: syncs imports this module
-
-        for call, op in waited_ops(self, [d["event"] for n, d in g.nodes(data=True)
-                                          if n[0] == "api"]):
-            if ("gpu", op.id) in g:
-                g.add_edge(("gpu", op.id), ("api", call.id), kind="sync")
-        api_nodes = [d["event"] for n, d in list(g.nodes(data=True)) if n[0] == "api"]
-        for call in api_nodes:
-            enclosing = self.ranges_at(call.pid, call.tid, call.start_ns)
-            if enclosing:
-                inner = enclosing[-1]
-                g.add_node(("range", inner.id), event=inner)
-                g.add_edge(("range", inner.id), ("api", call.id), kind="contains")
-        return g

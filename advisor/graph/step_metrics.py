@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from advisor.graph import api_names
 from advisor.graph.kernels import classify
 from advisor.graph.model import ApiCall, CpuRange, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
-from advisor.graph.timeline import StepBreakdown
+from advisor.graph.step_breakdown import StepBreakdown
 
 COUNT_NAMES = (
     "kernels",  # kernels launched (graph replays count once, under graph_launches)

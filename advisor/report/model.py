@@ -24,8 +24,8 @@ from advisor.engine.rule import Estimate, Finding, Skipped
 from advisor.engine.runner import ReplayCheck
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.model import StepSource, TraceInfo
+from advisor.graph.step_breakdown import KernelStat
 from advisor.graph.step_metrics import StepMetrics, step_metrics
-from advisor.graph.timeline import KernelStat
 from advisor.graph.trace_summary import TraceSummary
 
 

@@ -3,7 +3,7 @@
 Every colour is keyed by a short CSS-safe class name (``k-gemm``, ``idle-sync``, ``api-launch``);
 the template turns `css_rules` into ``.c-<key>`` fill/background rules and the timeline's script
 only ever sets class names, never colours. Classification of idle causes and API calls is by
-name, the same names `advisor.graph.timeline` blames idle time on.
+name, the same names `advisor.graph.step_breakdown` blames idle time on.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ STEP_COLORS = {"step-cpu": "#5b6573", "step-gpu": "#2b3440"}
 
 
 def idle_class(cause: str) -> str:
-    """The colour class of an idle cause string from `advisor.graph.timeline`."""
+    """The colour class of an idle cause string from `advisor.graph.step_breakdown`."""
     low = cause.lower()
     if cause == "launch latency":
         return "launch"

@@ -4,7 +4,7 @@ One step is drawn, not the trace: the analysed step whose time is closest to the
 picture shows the typical step the findings talk about. Its window spans the step's CPU interval
 and its GPU interval (the GPU usually trails the host). Lanes are the step's host threads (phases,
 nested ranges, CUDA API calls), the GPU's idle gaps coloured by their cause (the blame of
-`advisor.graph.timeline.idle_segments`, so the picture and the idle table agree) and one lane per
+`advisor.graph.step_breakdown.idle_segments`, so the picture and the idle table agree) and one lane per
 GPU stream.
 
 What is embedded is capped (`Caps`) so that a huge trace still gives a report of a few MB: beyond
@@ -27,7 +27,7 @@ from typing import Any
 from advisor.analysis import Analysis
 from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import ApiCall, CpuRange, GpuOp, OpGraph, RangeSource, Step
-from advisor.graph.timeline import StepBreakdown, Summary, idle_segments
+from advisor.graph.step_breakdown import StepBreakdown, Summary, idle_segments
 from advisor.report import palette
 from advisor.report.units import fmt_ns
 
