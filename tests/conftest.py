@@ -13,6 +13,29 @@ SHARED_TRACES = ROOT.parent / "shared" / "traces"
 SCENARIOS = ROOT / "fixtures" / "scenarios"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "grouped_by(*params): run this test's cases next to the other cases with the "
+        "same values of these parameters (they share one cached analysis)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order the cases marked ``grouped_by(...)`` by those parameters' values, in the slots they
+    already hold: the cases of one trace run one after another (on one xdist worker, mostly), so
+    a small per-worker cache analyses the trace once for all of them."""
+    slots: dict[tuple[str, ...], list[int]] = {}
+    for i, item in enumerate(items):
+        mark = item.get_closest_marker("grouped_by")
+        if mark is not None and hasattr(item, "callspec"):
+            slots.setdefault(tuple(mark.args), []).append(i)
+    for names, where in slots.items():
+        def key(item: pytest.Item, names: tuple[str, ...] = names) -> tuple[str, ...]:
+            return tuple(str(item.callspec.params[n]) for n in names)
+
+        for i, item in zip(where, sorted((items[i] for i in where), key=key), strict=True):
+            items[i] = item
+
+
 def shared(rel: str) -> Path:
     p = SHARED_TRACES / rel
     if not p.exists():

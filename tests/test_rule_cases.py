@@ -52,17 +52,31 @@ CHECK_OUT_OF_TOLERANCE = {
 }
 
 
+class Rows:
+    """Scenario rows, each validated (its bad and good traces analysed) when a test first asks
+    for it: a worker analyses only the scenarios its tests check, and the tests of one scenario
+    run side by side (``grouped_by``), so each is analysed about once per run, not once per
+    xdist worker."""
+
+    def __init__(self, base: Path, tmp: Path) -> None:
+        self._base, self._tmp = base, tmp
+        self._rows: dict[tuple[str, str], validate_rules.Row] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> validate_rules.Row:
+        if key not in self._rows:
+            rule, fmt = key
+            row = validate_rules.validate(self._base / rule, fmt, self._tmp)
+            assert row is not None, f"{self._base.name} {rule}/{fmt}: capture missing"
+            self._rows[key] = row
+        return self._rows[key]
+
+
 @pytest.fixture(scope="session")
-def check_rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
-    tmp = tmp_path_factory.mktemp("check")
-    out = {}
-    for rule, fmt in CHECK_CASES:
-        row = validate_rules.validate(CHECK / rule, fmt, Path(tmp))
-        assert row is not None, f"check set {rule}/{fmt}: capture missing"
-        out[(rule, fmt)] = row
-    return out
+def check_rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
+    return Rows(CHECK, Path(tmp_path_factory.mktemp("check")))
 
 
+@pytest.mark.grouped_by("rule", "fmt")
 @pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
 def test_check_set_bad_raises_its_rule_first_and_good_stays_clean(check_rows, rule, fmt):
     row = check_rows[(rule, fmt)]
@@ -70,6 +84,7 @@ def test_check_set_bad_raises_its_rule_first_and_good_stays_clean(check_rows, ru
     assert not row.good_raises
 
 
+@pytest.mark.grouped_by("rule", "fmt")
 @pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
 def test_check_set_estimate_is_within_tolerance(check_rows, rule, fmt, request):
     if (rule, fmt) in CHECK_OUT_OF_TOLERANCE:
@@ -90,18 +105,8 @@ still be raised, second, and its own estimate is checked below."""
 
 
 @pytest.fixture(scope="session")
-def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], validate_rules.Row]:
-    tmp = tmp_path_factory.mktemp("scenarios")
-    out = {}
-    for rule in RULES:
-        rule_dir = SCENARIOS / rule
-        if not rule_dir.is_dir():
-            continue
-        for fmt in FORMATS:
-            row = validate_rules.validate(rule_dir, fmt, Path(tmp))
-            if row is not None:
-                out[(rule, fmt)] = row
-    return out
+def rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
+    return Rows(SCENARIOS, Path(tmp_path_factory.mktemp("scenarios")))
 
 
 @pytest.mark.parametrize("rule", RULES)
@@ -112,6 +117,7 @@ def test_rule_has_a_real_h100_scenario(rule: str):
         assert (d / variant / "nsys.sqlite.gz").exists() or (d / variant / "trace.json.gz").exists()
 
 
+@pytest.mark.grouped_by("rule", "fmt")
 @pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
 def test_bad_trace_raises_the_rule_first(rows, rule: str, fmt: str):
     row = rows[(rule, fmt)]
@@ -121,11 +127,13 @@ def test_bad_trace_raises_the_rule_first(rows, rule: str, fmt: str):
     assert row.top_rule == rule, f"{rule}/{fmt}: findings {row.bad_findings}"
 
 
+@pytest.mark.grouped_by("rule", "fmt")
 @pytest.mark.parametrize(("rule", "fmt"), FIXED_CAPTURED)
 def test_fixed_trace_does_not_raise_the_rule(rows, rule: str, fmt: str):
     assert rows[(rule, fmt)].good_raises is False
 
 
+@pytest.mark.grouped_by("rule", "fmt")
 @pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
 def test_estimate_is_within_tolerance_of_the_measured_speedup(rows, rule: str, fmt: str, request):
     if (rule, fmt) in OUT_OF_TOLERANCE:

@@ -33,6 +33,7 @@ def test_the_golden_covers_the_fixtures():
     assert all((ROOT / k).exists() for k in WANT if k.startswith("fixtures/"))
 
 
+@pytest.mark.grouped_by("trace_key")
 @pytest.mark.parametrize("trace_key", PRESENT)
 def test_estimates_match_the_recorded_golden(trace_key):
     key = trace_key

@@ -26,6 +26,7 @@ def test_every_fixture_has_a_golden():
     assert not missing, f"no golden JSON for {missing}: python tests/golden/json_reports.py --write"
 
 
+@pytest.mark.grouped_by("trace_key")
 @pytest.mark.parametrize("trace_key", KEYS)
 def test_json_is_byte_identical_to_the_golden(trace_key, tmp_path):
     key, analysis = trace_key, analysis_of(trace_key)
