@@ -120,6 +120,34 @@ def timed_loop(obj, steps, mark, per_step_wrap=None):
     return ev_ms, host_ms, wall
 
 
+def standalone(build, variants=("bad", "good"), device_flag=False, warmup=0, note=None, argv=None):
+    """A scenario script's own command line (``python scenario.py --variant bad``): a quick look
+    at one variant's step time, the loop every scenario used to copy. ``warmup`` steps run first;
+    then --steps steps with no marks and no profiler, synchronized at both ends, are timed by the
+    host clock and printed as ms/step (``note(scenario)`` appends what the scenario adds). The
+    measurement of record is this file's `timing` mode; this is the same step, timed simply.
+    ``device_flag``: the script takes --device (CPU runs for a smoke test)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", default="bad", choices=list(variants))
+    ap.add_argument("--steps", type=int, default=60)
+    if device_flag:
+        ap.add_argument("--device", default="cuda")
+    a = ap.parse_args(argv)
+    device = a.device if device_flag else "cuda"
+    s = build(a.variant, device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    for _ in range(warmup):
+        s.step(noop_mark)
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(a.steps):
+        s.step(noop_mark)
+    sync()
+    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step"
+          + (note(s) if note is not None else ""))
+    return s
+
+
 def result_dict(args, obj, warm_s, ev_ms, host_ms, wall, mode):
     d = {
         "scenario": args.scenario,

@@ -17,10 +17,8 @@ route  eager        the anti-pattern (bad)
 ``bad`` = ``gpt2-eager`` and ``good`` = ``gpt2-compile`` for the harness's defaults.
 """
 
-import argparse
-import contextlib
 import math
-import time
+import os
 
 import torch
 import torch.nn as nn
@@ -125,21 +123,10 @@ def build(variant: str, device: str = "cuda"):
     return Scenario(variant, device)
 
 
-def _nomark(name):
-    return contextlib.nullcontext()
-
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", default="bad", choices=VARIANTS)
-    ap.add_argument("--steps", type=int, default=60)
-    a = ap.parse_args()
-    s = build(a.variant, "cuda")
-    for _ in range(5):
-        s.step(_nomark)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        s.step(_nomark)
-    torch.cuda.synchronize()
-    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from harness import standalone  # the timing loop every scenario shares
+
+    standalone(build, variants=VARIANTS, warmup=5)

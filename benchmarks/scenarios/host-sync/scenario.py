@@ -20,8 +20,6 @@ H100 machine: ~30 us of host time per eager kernel launch, ~2x that under a prof
 The grad-norm check never fires, so both variants compute the same updates.
 """
 
-import argparse
-import contextlib
 import math
 import os
 import time
@@ -179,21 +177,10 @@ def build(variant: str, device: str = "cuda"):
     return Scenario(variant, device)
 
 
-def _nomark(name):
-    return contextlib.nullcontext()
-
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", default="bad", choices=["bad", "good"])
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--device", default="cuda")
-    a = ap.parse_args()
-    s = build(a.variant, a.device)
-    s._sync()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        s.step(_nomark)
-    s._sync()
-    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step; "
-          f"host work {s.info.get('host_work_ms')}")
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from harness import standalone  # the timing loop every scenario shares
+
+    standalone(build, device_flag=True, note=lambda s: f"; host work {s.info.get('host_work_ms')}")

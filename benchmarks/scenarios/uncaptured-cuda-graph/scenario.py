@@ -6,10 +6,7 @@ good: the identical step captured once with torch.cuda.CUDAGraph (static input/t
       buffers, Adam(capturable=True)) and replayed.  Marks: "data", "graph_replay".
 """
 
-import argparse
-import contextlib
 import os
-import time
 
 import torch
 import torch.nn as nn
@@ -98,19 +95,10 @@ def build(variant: str, device: str = "cuda"):
     return Scenario(variant, device)
 
 
-def _nomark(name):
-    return contextlib.nullcontext()
-
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", default="bad", choices=["bad", "good"])
-    ap.add_argument("--steps", type=int, default=60)
-    a = ap.parse_args()
-    s = build(a.variant, "cuda")
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        s.step(_nomark)
-    torch.cuda.synchronize()
-    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from harness import standalone  # the timing loop every scenario shares
+
+    standalone(build)

@@ -23,10 +23,8 @@ layers are few, long kernels that keep the step GPU-bound on the H100 machine's 
 blocks alone are not.
 """
 
-import argparse
 import contextlib
 import os
-import time
 
 import torch
 import torch.nn as nn
@@ -199,21 +197,10 @@ def build(variant: str, device: str = "cuda"):
     return Scenario(variant, device)
 
 
-def _nomark(name):
-    return contextlib.nullcontext()
-
-
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", default="bad", choices=["bad", "good"])
-    ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--device", default="cuda")
-    a = ap.parse_args()
-    s = build(a.variant, a.device)
-    sync = torch.cuda.synchronize if a.device == "cuda" else (lambda: None)
-    sync()
-    t0 = time.perf_counter()
-    for _ in range(a.steps):
-        s.step(_nomark)
-    sync()
-    print(f"{a.variant}: {a.steps} steps, {(time.perf_counter() - t0) * 1e3 / a.steps:.3f} ms/step")
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from harness import standalone  # the timing loop every scenario shares
+
+    standalone(build, device_flag=True)
