@@ -103,10 +103,11 @@ def activity_tables(conn: sqlite3.Connection) -> dict[str, list[str]]:
 
 def find_unit(seed: Path, conn: sqlite3.Connection, tables: dict[str, list[str]]) -> Unit:
     """Steady steps of the seed (its step ranges after the first), or the whole seed."""
+    from advisor.graph.model import StepSource
     from advisor.ingest.base import LoadOptions, load_trace
 
-    steps = [s for s in load_trace(seed, LoadOptions(max_steps=10**9)).steps
-             if not s.name.endswith("(launch pattern)")]
+    graph = load_trace(seed, LoadOptions(max_steps=10**9))
+    steps = [] if graph.step_source is StepSource.LAUNCH_PATTERN else graph.steps
     by_thread: dict[tuple[int, int], list] = {}
     for s in steps:
         by_thread.setdefault((s.pid, s.tid), []).append(s)

@@ -115,7 +115,6 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
     for pid in pids:
         notes: list[str] = []
         own = steps_by_pid.get(pid)
-        step_source = graph.steps[0].name if graph.steps else "none"
         if not own and steps_by_pid:
             donor = max(steps_by_pid, key=lambda p: len(steps_by_pid[p]))
             own = steps_by_pid[donor]
@@ -131,12 +130,8 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
             path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
             world_size=graph.info.world_size, order=order, steps=summaries,
             notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
-            ranks_in_file=len(pids), step_source=_step_source(step_source)))
+            ranks_in_file=len(pids), step_source=graph.step_source.value))
     return out
-
-
-def _step_source(name: str) -> str:
-    return "launch pattern" if name.endswith("(launch pattern)") else "ranges" if name != "none" else "none"
 
 
 def _comm_waits(graph: OpGraph) -> dict[int, list[tuple[int, int]]]:
