@@ -31,6 +31,7 @@ class ProfileOptions:
     rule_option: tuple[str, ...] = ()
     isolated: bool = False
     show_fixes: bool = False
+    stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
@@ -52,6 +53,8 @@ class ProfileOptions:
             args.append("--isolated")
         if self.show_fixes:
             args.append("--show-fixes")
+        if not self.stacks:
+            args.append("--no-stacks")
         return args
 
 
@@ -142,7 +145,7 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
-    recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace)
+    recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace, stacks=opts.stacks)
     talk = not opts.quiet and rank.prints
     shown = _progress(opts, rank)
     sess = session.Session(session.WindowPlan(opts.wait, opts.steps), recorder,
