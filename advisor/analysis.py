@@ -11,6 +11,7 @@ from advisor.config import RuleSettings, resolve
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph
+from advisor.graph.source_lines import attribute, attribute_findings
 from advisor.graph.timeline import Summary, summarize
 from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
@@ -27,6 +28,10 @@ class Analysis:
     measured: Any = None
     run: Any = None
     warnings: list[str] = field(default_factory=list)
+    # Host time, GPU idle and findings by the user's source lines, when the trace recorded
+    # Python stacks (advisor.graph.source_lines); where to read the user's files from.
+    source: Any = None
+    source_roots: list[Path] = field(default_factory=list)
 
     @property
     def steps_source(self) -> str:
@@ -54,7 +59,10 @@ def analyze_graph(
     summary = summarize(graph, steps)
     results = run_rules(graph, rules, rule_options)
     whole = summarize_trace(graph) if not steps else None
-    return Analysis(graph, summary, results, whole)
+    source = attribute(graph, steps)
+    if source is not None:
+        attribute_findings(source, graph, results.findings)
+    return Analysis(graph, summary, results, whole, source=source)
 
 
 def analyze(
@@ -65,4 +73,6 @@ def analyze(
     settings: RuleSettings | None = None,
 ) -> Analysis:
     """Read a trace and run the rules over its steady-state steps."""
-    return analyze_graph(load_trace(path, load_options), rule_names, options, settings)
+    analysis = analyze_graph(load_trace(path, load_options), rule_names, options, settings)
+    analysis.source_roots = [Path.cwd(), Path(path).resolve().parent]
+    return analysis

@@ -32,6 +32,7 @@ class ProfileOptions:
     isolated: bool = False
     show_fixes: bool = False
     stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
+    source_root: Path | None = None  # the script's directory: where reports read its lines
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
@@ -145,6 +146,8 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
+    if target.origin():
+        opts.source_root = Path(target.origin()).resolve().parent
     recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace, stacks=opts.stacks)
     talk = not opts.quiet and rank.prints
     shown = _progress(opts, rank)
@@ -265,7 +268,9 @@ def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | No
         graph.steps = kept
         if "steps" in graph.info.totals:
             graph.info.totals["steps"] = len(kept)
-    return analyze_rules(graph, settings, progress)
+    analysis = analyze_rules(graph, settings, progress)
+    analysis.source_roots = [r for r in (opts.source_root, Path.cwd()) if r is not None]
+    return analysis
 
 
 def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:

@@ -143,6 +143,7 @@ class LineCost:
     via: str
     ns_per_step: float
     count: int = 0  # evidence events (findings only)
+    caller: Frame | None = None  # the user frame that called ``frame`` directly, if one did
 
 
 @dataclass(frozen=True)
@@ -201,8 +202,19 @@ class Timelines:
         return self._built[key]
 
 
-def _ranked(costs: dict[tuple[Frame, str], float], n: int) -> list[LineCost]:
-    return [LineCost(f, via, ns / n)
+def _caller(w: Where) -> Frame | None:
+    if len(w.path) > 1 and w.path[-1].direct:
+        return w.path[-2].frame
+    return None
+
+
+def _ranked(costs: dict[tuple[Frame, str], float], n: int,
+            callers: dict[Frame, dict[Frame | None, float]]) -> list[LineCost]:
+    def caller(f: Frame) -> Frame | None:
+        by = callers.get(f)
+        return max(by, key=lambda c: by[c]) if by else None
+
+    return [LineCost(f, via, ns / n, caller=caller(f))
             for (f, via), ns in sorted(costs.items(), key=lambda kv: -kv[1]) if ns > 0]
 
 
@@ -232,6 +244,7 @@ def attribute(graph: OpGraph, steps: Sequence[Step]) -> SourceAttribution | None
     host: dict[tuple[Frame, str], float] = defaultdict(float)
     flame_self: dict[tuple[Frame, ...], float] = defaultdict(float)
     phases: dict[tuple[str, Frame | None], float] = defaultdict(float)
+    callers: dict[Frame, dict[Frame | None, float]] = defaultdict(lambda: defaultdict(float))
     for step in steps:
         for a, b, _cause in idle_segments(graph, step):
             covered = a
@@ -242,6 +255,7 @@ def attribute(graph: OpGraph, steps: Sequence[Step]) -> SourceAttribution | None
                 idle[(NO_FRAME, "")] += b - covered
         for s, e, w in tl.overlapping(step.cpu_start_ns, step.cpu_end_ns):
             host[(w.frame, w.via)] += e - s
+            callers[w.frame][_caller(w)] += e - s
             flame_self[tuple(c.frame for c in w.path)] += e - s
         _phase_parts(tl, step, phases)
     flame_total: dict[tuple[Frame, ...], float] = defaultdict(float)
@@ -251,7 +265,7 @@ def attribute(graph: OpGraph, steps: Sequence[Step]) -> SourceAttribution | None
     flame = [FlameNode(p, flame_total[p] / n, flame_self.get(p, 0.0) / n)
              for p in sorted(flame_total, key=lambda p: (len(p), -flame_total[p]))]
     return SourceAttribution(
-        steps=n, thread=(pid, tid), idle=_ranked(idle, n), host=_ranked(host, n), flame=flame,
+        steps=n, thread=(pid, tid), idle=_ranked(idle, n, callers), host=_ranked(host, n, callers), flame=flame,
         phases=[PhasePart(ph, f, ns / n) for (ph, f), ns in
                 sorted(phases.items(), key=lambda kv: -kv[1]) if ns > 0],
         python_frames=sum(1 for r in graph.ranges if r.source is RangeSource.PYTHON),
@@ -274,7 +288,7 @@ def attribute_findings(attr: SourceAttribution, graph: OpGraph, findings: Sequen
     main = tls.thread(*attr.thread)
     for k, finding in enumerate(findings):
         ids = getattr(getattr(finding, "evidence", None), "node_ids", ()) or ()
-        where: dict[tuple[Frame, str], list[float]] = defaultdict(lambda: [0, 0.0])
+        where: dict[tuple[Frame, str, Frame | None], list[float]] = defaultdict(lambda: [0, 0.0])
         steps = set(getattr(finding.evidence, "steps", ()) or ()) or {0}
         for node in ids:
             call = calls.get(node)
@@ -287,12 +301,14 @@ def attribute_findings(attr: SourceAttribution, graph: OpGraph, findings: Sequen
                 w = main.at(call.start_ns)
             if w is None:
                 continue
-            acc = where[(w.frame, w.via)]
+            acc = where[(w.frame, w.via, _caller(w))]
             acc[0] += 1
             acc[1] += call.duration_ns
         if where:
-            attr.findings[k] = [LineCost(f, via, ns / len(steps), int(cnt)) for (f, via), (cnt, ns)
-                                in sorted(where.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))]
+            attr.findings[k] = [
+                LineCost(f, via, ns / len(steps), int(cnt), caller)
+                for (f, via, caller), (cnt, ns)
+                in sorted(where.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))]
 
 
 __all__ = ["FlameNode", "LineCost", "PhasePart", "SourceAttribution", "Where", "attribute"]

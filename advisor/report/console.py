@@ -14,6 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from advisor.report import source_view
 from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
@@ -91,6 +92,7 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
             for name, ns in list(causes.items())[:8]:
                 t.add_row(markup(name), _ms(ns))
             console.print(t)
+        source_view.render_console(console, analysis)
     for w in analysis.warnings:
         console.print(f"[bold yellow]warning:[/] {markup(w)}")
     run = analysis.run
@@ -110,6 +112,7 @@ def render(analysis: Analysis, console: Console, show_fixes: bool = False) -> No
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(r.findings, 1):
             _finding(console, i, f, show_fixes)
+            source_view.render_finding_lines(console, analysis, i - 1)
         withheld = any(f.estimate.withheld for f in r.findings)
         if r.combined and not withheld:
             c = r.combined

@@ -18,6 +18,7 @@ from advisor.engine.rule import Finding
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.step_metrics import step_metrics
 from advisor.output_paths import write_atomic
+from advisor.report import source_view
 
 SCHEMA_VERSION = "1.1"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
@@ -180,6 +181,8 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         # `advisor profile` only: where the whole run's wall time went (null for a bare trace).
         "run": analysis.run.to_dict() if analysis.run is not None else None,
         "warnings": list(analysis.warnings),
+        # Host time, GPU idle, phases and findings by the user's source lines (source_view).
+        "source": source_view.to_json(analysis),
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
             "top": [
