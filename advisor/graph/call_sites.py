@@ -91,9 +91,8 @@ class SourceFiles:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function:
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 end = node.end_lineno or node.lineno
-                if line == 0 or first <= line <= end:
-                    if best is None or first == line:
-                        best = node
+                if (line == 0 or first <= line <= end) and (best is None or first == line):
+                    best = node
         return best.body if best is not None else None
 
     def call_lines(self, file: str, function: str, line: int, callee: str) -> list[int]:

@@ -265,7 +265,8 @@ def attribute(graph: OpGraph, steps: Sequence[Step]) -> SourceAttribution | None
     flame = [FlameNode(p, flame_total[p] / n, flame_self.get(p, 0.0) / n)
              for p in sorted(flame_total, key=lambda p: (len(p), -flame_total[p]))]
     return SourceAttribution(
-        steps=n, thread=(pid, tid), idle=_ranked(idle, n, callers), host=_ranked(host, n, callers), flame=flame,
+        steps=n, thread=(pid, tid), idle=_ranked(idle, n, callers),
+        host=_ranked(host, n, callers), flame=flame,
         phases=[PhasePart(ph, f, ns / n) for (ph, f), ns in
                 sorted(phases.items(), key=lambda kv: -kv[1]) if ns > 0],
         python_frames=sum(1 for r in graph.ranges if r.source is RangeSource.PYTHON),

@@ -14,10 +14,10 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from advisor.report import source_view
 from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
+from advisor.report import source_view
 from advisor.safe_text import markup, plain
 
 

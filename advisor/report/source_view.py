@@ -139,7 +139,8 @@ def to_json(analysis) -> dict[str, Any]:
     }
 
 
-def relabelled_phases(src: SourceAttribution, min_share: float = 0.25) -> list[tuple[str, Frame, float, float]]:
+def relabelled_phases(src: SourceAttribution,
+                      min_share: float = 0.25) -> list[tuple[str, Frame, float, float]]:
     """Phases whose host time is mostly in a user function they call directly, not in what the
     hooks named them for: (phase, function, ns per step, share of the phase's host time)."""
     totals: dict[str, float] = {}
