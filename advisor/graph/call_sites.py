@@ -31,7 +31,7 @@ def _callee(node: ast.Call) -> str:
 def _calls(body: list[ast.stmt], name: str, in_loop: bool = False) -> list[tuple[int, bool]]:
     """(line, inside a loop) of each call of ``name`` in ``body``, not entering nested scopes."""
     out: list[tuple[int, bool]] = []
-    stack: list[tuple[ast.AST, bool]] = [(s, in_loop) for s in body]
+    stack: list[tuple[ast.AST, bool]] = [(s, in_loop) for s in body if not isinstance(s, _SCOPES)]
     while stack:
         node, loop = stack.pop()
         if isinstance(node, ast.Call) and _callee(node) == name:
