@@ -82,6 +82,41 @@ class ThreadTimeline:
         return None
 
 
+WRAPPERS = frozenset(("wrapper", "_no_grad_wrapper", "decorate_context", "inner", "_fn",
+                      "wrapped", "_use_grad", "wrapped_fn", "_wrapper"))
+"""Names of decorators' wrapper functions: a library call through one is named after the call
+it wraps (``clip_grad_norm_``, not ``_no_grad_wrapper``), the longest call inside it."""
+
+
+def _longest_children(order: Sequence[CpuRange]) -> list[int]:
+    """For each range (sorted by start, longest first), its longest direct child (-1: none)."""
+    longest = [-1] * len(order)
+    stack: list[int] = []
+    for i, r in enumerate(order):
+        while stack and order[stack[-1]].end_ns <= r.start_ns:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            c = longest[p]
+            if c < 0 or order[c].duration_ns < r.duration_ns:
+                longest[p] = i
+        stack.append(i)
+    return longest
+
+
+def _unwrapped(order: Sequence[CpuRange], longest: list[int], i: int) -> str:
+    """The range's name, or for a decorator's wrapper the name of the Python call it wraps."""
+    for _ in range(4):
+        frame = parse(order[i].name) if order[i].source is RangeSource.PYTHON else None
+        j = longest[i]
+        if frame is None or frame.function not in WRAPPERS or j < 0:
+            break
+        if order[j].source is not RangeSource.PYTHON or parse(order[j].name) is None:
+            break
+        i = j
+    return order[i].name
+
+
 def _sweep(ranges: Sequence[CpuRange], window_start: int) -> ThreadTimeline:
     """Flatten nested ranges into segments labelled by the innermost range's `Where`.
 
@@ -90,6 +125,7 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int) -> ThreadTimeline:
     (0) so the same function is one key whatever line the window caught it on.
     """
     order = sorted(ranges, key=lambda r: (r.start_ns, -r.end_ns))
+    longest = _longest_children(order)
     starts: list[int] = []
     ends: list[int] = []
     where: list[Where] = []
@@ -110,7 +146,7 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int) -> ThreadTimeline:
                 where.append(w)
             cur = upto
 
-    for r in order:
+    for idx, r in enumerate(order):
         while stack and stack[-1][0] <= r.start_ns:
             emit(stack[-1][0])
             stack.pop()
@@ -126,7 +162,7 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int) -> ThreadTimeline:
                 frame = Frame(frame.file, 0, frame.function)
             w = Where((*parent_where.path, UserCall(frame, parent_user)), "")
         elif parent_user:
-            w = Where(parent_where.path, call_label(r.name))
+            w = Where(parent_where.path, call_label(_unwrapped(order, longest, idx)))
         else:
             w = parent_where
         w = interned.setdefault(w, w)

@@ -100,9 +100,13 @@ def test_a_batch_fetch_between_forward_and_backward_is_not_loss():
 def test_public_scripts_top_idle_lines():
     """Expected before looking: nanoGPT's loop via backward(); timm's train_one_epoch via its
     loader (2 workers decoding JPEGs cannot keep up)."""
-    ng = load("nanogpt").source.idle[0]
+    idle = load("nanogpt").source.idle
+    ng = idle[0]
     assert (ng.frame.file, ng.frame.function) == ("train.py", "<module>")
     assert ng.via.startswith("backward")
+    # a decorated library call is named after what it wraps, not its decorator's wrapper
+    assert idle[1].via.startswith("clip_grad_norm_ ")
+    assert not any(lc.via.split(" ")[0] in ("wrapper", "_no_grad_wrapper") for lc in idle)
     timm = load("timm").source
     top = timm.idle[0]
     assert (top.frame.file, top.frame.function) == ("train.py", "train_one_epoch")
