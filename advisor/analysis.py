@@ -12,6 +12,7 @@ from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph, StepSource
+from advisor.graph.source_lines import attribute, attribute_findings
 from advisor.graph.step_breakdown import Summary, summarize
 from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
@@ -31,6 +32,10 @@ class Analysis:
     # The one rule context the summary and the rules shared: its replays are cached, so a
     # caller asking for the replayed periods again does not replay again.
     context: RuleContext | None = None
+    # Host time, GPU idle and findings by the user's source lines, when the trace recorded
+    # Python stacks (advisor.graph.source_lines); where to read the user's files from.
+    source: Any = None
+    source_roots: list[Path] = field(default_factory=list)
 
     @property
     def steps_source(self) -> StepSource:
@@ -53,7 +58,10 @@ def analyze_graph(
     summary = summarize(graph, ctx.steps)
     results = run_rules(graph, rules, rule_options, ctx=ctx)
     whole = summarize_trace(graph) if not ctx.steps else None
-    return Analysis(graph, summary, results, whole, context=ctx)
+    source = attribute(graph, ctx.steps)
+    if source is not None:
+        attribute_findings(source, graph, results.findings)
+    return Analysis(graph, summary, results, whole, context=ctx, source=source)
 
 
 def analyze(
@@ -64,7 +72,9 @@ def analyze(
     settings: RuleSettings | None = None,
 ) -> Analysis:
     """Read a trace and run the rules over its steady-state steps."""
-    return analyze_graph(load_trace(path, load_options), rule_names, options, settings)
+    analysis = analyze_graph(load_trace(path, load_options), rule_names, options, settings)
+    analysis.source_roots = [Path.cwd(), Path(path).resolve().parent]
+    return analysis
 
 
 def analyze_shown(graph: OpGraph, settings: RuleSettings, progress: Any) -> Analysis:

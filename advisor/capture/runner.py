@@ -31,6 +31,8 @@ class ProfileOptions:
     rule_option: tuple[str, ...] = ()
     isolated: bool = False
     show_fixes: bool = False
+    stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
+    source_root: Path | None = None  # the script's directory: where reports read its lines
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
@@ -52,6 +54,8 @@ class ProfileOptions:
             args.append("--isolated")
         if self.show_fixes:
             args.append("--show-fixes")
+        if not self.stacks:
+            args.append("--no-stacks")
         return args
 
 
@@ -142,7 +146,9 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
-    recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace)
+    if target.origin():
+        opts.source_root = Path(target.origin()).resolve().parent
+    recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace, stacks=opts.stacks)
     talk = not opts.quiet and rank.prints
     shown = _progress(opts, rank)
     sess = session.Session(session.WindowPlan(opts.wait, opts.steps), recorder,
@@ -257,7 +263,9 @@ def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | No
         graph = load_trace(trace, load)
         stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, "
                    f"{len(graph.steps)} steps found")
-    return analyze_shown(graph, settings, progress)
+    analysis = analyze_shown(graph, settings, progress)
+    analysis.source_roots = [r for r in (opts.source_root, Path.cwd()) if r is not None]
+    return analysis
 
 
 def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:

@@ -16,8 +16,12 @@ class KinetoRecorder:
     kind = "torch.profiler"
     marks_profiler = True  # steps and phases also go into the trace as record_function ranges
 
-    def __init__(self, trace_path: Path) -> None:
+    def __init__(self, trace_path: Path, stacks: bool = True) -> None:
         self.trace_path = trace_path
+        # Python stacks (with_stack) inside the window only: they cost per Python call while
+        # recording (measured, and removed from estimates, in advisor.engine.profiler_cost) and
+        # nothing outside the window, and they let reports name the user's source lines.
+        self.stacks = stacks
         self._prof = None
         self._started = False
         self.written = False
@@ -31,7 +35,8 @@ class KinetoRecorder:
             activities = [ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(ProfilerActivity.CUDA)
-            self._prof = _KinetoProfile(activities=activities, record_shapes=True)
+            self._prof = _KinetoProfile(activities=activities, record_shapes=True,
+                                        with_stack=self.stacks)
         return self._prof
 
     @staticmethod

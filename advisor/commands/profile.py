@@ -31,6 +31,9 @@ from advisor.commands.analyze import rule_options
               help="Write the HTML report here.")
 @click.option("--nsys", is_flag=True,
               help="Record the window with Nsight Systems (nsys on PATH) instead of torch.profiler.")
+@click.option("--stacks/--no-stacks", default=True, show_default=True,
+              help="Record Python call stacks in the window (torch.profiler with_stack), so "
+                   "findings name your source lines; their cost is removed from estimates.")
 @rule_options
 @click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
 @click.option("--quiet", "-q", is_flag=True,
@@ -40,7 +43,7 @@ from advisor.commands.analyze import rule_options
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def command(wait: int | None, steps: int, out: Path, json_out: Path | None, html_out: Path | None,
-            nsys: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+            nsys: bool, stacks: bool, select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
             module: bool, nsys_child: bool, script: str, script_args: tuple[str, ...]) -> int:
     """Run SCRIPT as `python SCRIPT ARGS` would, find its training steps, record a window of
@@ -62,5 +65,5 @@ def command(wait: int | None, steps: int, out: Path, json_out: Path | None, html
     opts = ProfileOptions(wait=wait, steps=steps, out=out, json_out=json_out, html_out=html_out,
                           nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
                           ignore=ignore, rule_option=rule_option, isolated=isolated,
-                          show_fixes=show_fixes)
+                          show_fixes=show_fixes, stacks=stacks)
     return profile(opts, Target(script, module=module), list(script_args))

@@ -40,6 +40,7 @@ class Calibration:
     call_ns: int  # per CUDA runtime/driver call of the program
     op_ns: int  # per framework operator the profiler recorded (torch.profiler)
     measured: str  # where the costs come from
+    py_ns: int = 0  # per Python call the profiler recorded (torch.profiler with_stack)
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -56,15 +57,22 @@ _KINETO = ("H100 80GB HBM3, torch 2.11+cu130, torch.profiler record_shapes=True:
            "aten operator: rng-bound-dropout/good 2.1 us, unfused-attention/good 2.3, "
            "uncaptured-cuda-graph/bad 2.9, cpu-bound-loss/bad 6.0, median 2.5 us; CUPTI's cost "
            "per CUDA call 2 us")
+_KINETO_STACK = ("H100 80GB HBM3, torch 2.11+cu130, torch.profiler record_shapes=True, "
+                 "with_stack=True (advisor profile's default): the three calibration workloads "
+                 "of benchmarks/profiler_calibration.py (chain, views, mlp) timed plainly and "
+                 "traced with stacks, (traced step - plain step) solved over the per-step CUDA "
+                 "calls, operators and Python calls (benchmarks/source_lines/overhead.py fit "
+                 "fixtures/source-lines; docs/profile.md): 15.8 us per CUDA call, 1.5 us per "
+                 "operator, 4.2 us per Python call")
 CALIBRATIONS: dict[tuple[str, str], Calibration] = {
     ("nsys", "cuda,nvtx"): Calibration("nsys", "cuda,nvtx", 11_000, 0, _NSYS),
     ("torch.profiler", "shapes"): Calibration("torch.profiler", "shapes", 2_000, 2_500, _KINETO),
+    ("torch.profiler", "shapes,stack"): Calibration("torch.profiler", "shapes,stack", 15_800,
+                                                    1_500, _KINETO_STACK, py_ns=4_200),
 }
-"""Measured costs per (profiler, configuration). nsys with Python backtraces and torch.profiler
-with stacks cost more per event and have not been measured yet
-(`benchmarks/unprofiled_check.py collect` captures them): they take the cheaper configuration's
-costs and say so in ``measured``, and the measured-vs-replay check of `advisor profile` shows
-how far off that is."""
+"""Measured costs per (profiler, configuration). nsys with Python backtraces costs more per
+event and has not been measured yet: it takes the cheaper configuration's costs and says so in
+``measured``, and the measured-vs-replay check of `advisor profile` shows how far off that is."""
 
 
 def _unmeasured(base: Calibration, config: str) -> Calibration:
@@ -106,15 +114,16 @@ def remove(sim: Simulation, cal: Calibration) -> None:
         n.dur -= from_call
         if n.overlap_from is None:
             n.gap = max(0, n.gap - (cal.call_ns - from_call))
-    if not cal.op_ns:
-        return
-    op_starts = _operator_starts(sim.graph, sim.pid)
-    if not op_starts:
-        return
-    for n in sim.nodes:
-        if n.overlap_from is None and n.gap > 0:
-            k = bisect_left(op_starts, n.obs_start) - bisect_left(op_starts, n.gap_from)
-            n.gap = max(0, n.gap - k * cal.op_ns)
+    for per_event, starts in ((cal.op_ns, _operator_starts), (cal.py_ns, _python_starts)):
+        if not per_event:
+            continue
+        event_starts = starts(sim.graph, sim.pid)
+        if not event_starts:
+            continue
+        for n in sim.nodes:
+            if n.overlap_from is None and n.gap > 0:
+                k = bisect_left(event_starts, n.obs_start) - bisect_left(event_starts, n.gap_from)
+                n.gap = max(0, n.gap - k * per_event)
 
 
 def _operator_starts(graph: OpGraph, pid: int) -> list[int]:
@@ -122,25 +131,35 @@ def _operator_starts(graph: OpGraph, pid: int) -> list[int]:
                   if r.pid == pid and r.source.value == "operator")
 
 
+def _python_starts(graph: OpGraph, pid: int) -> list[int]:
+    """Python calls recorded by ``with_stack`` (their record lands between CUDA calls, as an
+    operator's does)."""
+    return sorted(r.start_ns for r in graph.ranges
+                  if r.pid == pid and r.source.value == "python")
+
+
 def per_step_counts(graph: OpGraph, steps: Sequence[Step]) -> dict[str, float]:
-    """Median per step of the program's CUDA calls, its launches, and traced operators."""
+    """Median per step of the program's CUDA calls, its launches, traced operators and traced
+    Python calls."""
     from advisor.graph.api_names import is_launch
 
     if not steps:
-        return {"calls": 0.0, "launches": 0.0, "ops": 0.0}
+        return {"calls": 0.0, "launches": 0.0, "ops": 0.0, "pys": 0.0}
     pid = steps[0].pid
     calls = sorted((a.start_ns, is_launch(a.name)) for a in graph.api_calls
                    if a.pid == pid and a.name not in PROFILER_CALLS)
     starts = [c[0] for c in calls]
     ops = _operator_starts(graph, pid)
-    c, la, o = [], [], []
+    pys = _python_starts(graph, pid)
+    c, la, o, py = [], [], [], []
     for s in steps:
         i, j = bisect_left(starts, s.cpu_start_ns), bisect_left(starts, s.cpu_end_ns)
         c.append(j - i)
         la.append(sum(1 for _, launch in calls[i:j] if launch))
         o.append(bisect_left(ops, s.cpu_end_ns) - bisect_left(ops, s.cpu_start_ns))
+        py.append(bisect_left(pys, s.cpu_end_ns) - bisect_left(pys, s.cpu_start_ns))
     return {"calls": float(statistics.median(c)), "launches": float(statistics.median(la)),
-            "ops": float(statistics.median(o))}
+            "ops": float(statistics.median(o)), "pys": float(statistics.median(py))}
 
 
 def replay_median_ns(graph: OpGraph, cal: Calibration) -> float:

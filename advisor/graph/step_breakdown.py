@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from advisor.graph.kernels import classify, short_name
-from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
+from advisor.graph.model import ApiCall, GpuOp, OpGraph, RangeSource, Step
 from advisor.graph.projection import Projector
 from advisor.graph.steps import phase_order
 
@@ -104,7 +104,9 @@ def _host_cause(graph: OpGraph, step: Step, t: int, next_op: GpuOp | None) -> st
         if (launcher is not None and launcher.start_ns <= t
                 and 0 <= next_op.start_ns - launcher.start_ns <= LAUNCH_GAP_NS):
             return "launch latency"
-    named = [r for r in graph.ranges_at(step.pid, step.tid, t) if r.name != step.name]
+    # Python frames (with_stack) are left to the source-line view (advisor.graph.source_lines)
+    named = [r for r in graph.ranges_at(step.pid, step.tid, t)
+             if r.name != step.name and r.source is not RangeSource.PYTHON]
     if named:
         name = named[-1].name
         return name if len(name) <= 60 else name[:59] + "…"

@@ -17,6 +17,7 @@ from rich.text import Text
 from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
+from advisor.report import source_view
 from advisor.report.model import Report, as_report
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
@@ -85,6 +86,8 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             for name, ns in list(causes.items())[:8]:
                 t.add_row(markup(name), _ms(ns))
             console.print(t)
+        if rep.source is not None:
+            source_view.render_console(console, rep.source)
     for w in rep.warnings:
         console.print(f"[bold yellow]warning:[/] {markup(w)}")
     run = rep.run
@@ -105,6 +108,8 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(findings, 1):
             _finding(console, i, f, show_fixes)
+            if rep.source is not None:
+                source_view.render_finding_lines(console, rep.source, i - 1)
         withheld = any(f.estimate.withheld for f in findings)
         if rep.combined and not withheld:
             c = rep.combined

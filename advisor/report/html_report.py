@@ -22,7 +22,7 @@ from markupsafe import Markup
 from advisor.analysis import Analysis
 from advisor.output_paths import write_atomic
 from advisor.report import html_view as view
-from advisor.report import palette
+from advisor.report import palette, source_view
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
 from advisor.report.model import Report, as_report
 from advisor.report.step_chart import step_chart
@@ -92,6 +92,8 @@ def _context(rep: Report) -> dict[str, Any]:
         "baseline_ms": baseline_ms,
         "skipped": rep.skipped_by_reason(),
         "schema_version": SCHEMA_VERSION,
+        "source": (source_view.html_context(rep.source) if rep.source is not None
+                   else {"available": False, "note": ""}),
     }
 
 

@@ -20,6 +20,7 @@ from advisor.engine.rule import Finding
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.trace_summary import TraceSummary
 from advisor.output_paths import write_atomic
+from advisor.report import source_view
 from advisor.report.model import Report, ReportFinding, as_report
 from advisor.report.units import to_ms as _ms
 
@@ -182,6 +183,8 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
         # `advisor profile` only: where the whole run's wall time went (null for a bare trace).
         "run": rep.run.to_dict() if rep.run is not None else None,
         "warnings": list(rep.warnings),
+        # Host time, GPU idle, phases and findings by the user's source lines (source_view).
+        "source": source_view.to_json(rep.source) if rep.source is not None else None,
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in rep.kernel_category_ns.items()},
             "top": [

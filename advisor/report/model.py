@@ -27,6 +27,7 @@ from advisor.graph.model import StepSource, TraceInfo
 from advisor.graph.step_breakdown import KernelStat
 from advisor.graph.step_metrics import StepMetrics, step_metrics
 from advisor.graph.trace_summary import TraceSummary
+from advisor.report.source_view import SourceSection
 
 
 class MeasuredSteps(Protocol):
@@ -121,6 +122,7 @@ class Report:
     run: RunAccount | None = None  # `advisor profile`: where the whole run's time went
     warnings: tuple[str, ...] = ()
     timeline: Timeline | None = None  # built for the HTML page only
+    source: SourceSection | None = None  # the user's source lines (`report.source_view`)
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         """Each reason once, with the rules it stopped (ten rules share "no steps")."""
@@ -174,6 +176,7 @@ def build_report(analysis: Analysis, timeline: bool = False) -> Report:
         run=analysis.run,
         warnings=tuple(analysis.warnings),
         timeline=drawn,
+        source=SourceSection.of(analysis),
     )
 
 
