@@ -20,6 +20,14 @@ TOLERANCE = 1.35
 FILES = {"nsys": "nsys.sqlite.gz", "kineto": "trace.json.gz"}
 
 
+HOST_BOUND_MISS = (
+    "after the fix the replay is host-bound on the profiled host chain: 47.8 ms (HF, nsys) and "
+    "58.7 ms (Lightning, nsys) with the calibrated 11 us per CUDA call removed, while the whole "
+    "bf16 steps measured 32.6 and 31.7 ms unprofiled (the GPU time of the fixed step replays at "
+    "29-33 ms): the profilers' host cost on these framework steps is above the calibration "
+    "(advisor/engine/profiler_cost.py), so the estimates stay host-bound (docs/validation.md)")
+
+
 def step(case: str, variant: str) -> float:
     return MEASURED[case]["step_ms"][variant]
 
@@ -107,16 +115,17 @@ def test_combined_estimate_replays_the_shared_fusion_once():
 
 
 @pytest.mark.parametrize("fmt", FILES)
-def test_fp32_matmul_on_a_lightning_vit_names_bf16(fmt, request):
-    a = run(str(PUBLIC / "lightning-vit-b" / FILES[fmt]), ("fp32-matmul",))
+@pytest.mark.parametrize(("case", "before", "after"), [
+    ("lightning-vit-b", "32-true", "bf16-mixed"),  # Lightning imagenet.py, precision flag
+    ("hf-gpt2", "fp32", "bf16"),  # HF run_clm.py, --bf16
+])
+def test_fp32_matmul_on_public_scripts_names_bf16(case, before, after, fmt, request):
+    a = run(str(PUBLIC / case / FILES[fmt]), ("fp32-matmul",))
     f = finding(a, "fp32-matmul")
     assert f is not None and "bf16" in f.fix.title and "TF32" in f.fix.title
     assert f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(14.8)
-    request.applymarker(pytest.mark.xfail(strict=True, reason=(
-        "the replay's host floor of this Lightning step is 58.7 ms (nsys) / 73.8 ms (kineto) while "
-        "the bf16 step ran in 31.7 ms unprofiled: the profiler's host cost (3 ms gaps before "
-        "cuKernelGetName) is not removed, so the estimate (3.2x / 2.5x) is host-bound")))
-    measured = step("lightning-vit-b", "32-true") / step("lightning-vit-b", "bf16-mixed")
+    request.applymarker(pytest.mark.xfail(strict=True, reason=HOST_BOUND_MISS))
+    measured = step(case, before) / step(case, after)
     assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
 
 
