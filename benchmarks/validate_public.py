@@ -3,8 +3,8 @@
     python benchmarks/validate_public.py
 
 Reads fixtures/public/<case>/{nsys.sqlite.gz, trace.json.gz} and fixtures/public/measured.json
-(captured by benchmarks/public/device_run.sh and device_run_hf.sh) and prints, per fix applied with the framework's
-own knob, the measured speedup and advisor's estimate from each trace format.
+(captured by benchmarks/public/device_run.sh and device_run_hf.sh) and prints, per fix applied
+with the framework's own knob, the measured speedup and advisor's estimate from each trace format.
 """
 
 from __future__ import annotations
