@@ -5,13 +5,16 @@ and of the planted GPT routes, against the speedups measured without a profiler
 
 from __future__ import annotations
 
+import gzip
 import json
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from advisor.analysis import Analysis, analyze
-from advisor.engine.gpus import lookup, parse_capability
+from advisor.engine.gpus import lookup, parse_capability, trace_gpu
+from advisor.ingest.base import load_trace
 from tests.conftest import ROOT, SCENARIOS, shared
 
 PUBLIC = ROOT / "fixtures" / "public"
@@ -166,3 +169,31 @@ def test_gpu_lookup_by_name_then_capability():
 def test_scenario_fixture_is_the_planted_gpt2_step():
     bad = json.loads((SCENARIOS / "compiler-fusion" / "bad" / "timing.json").read_text())
     assert bad["scenario_info"]["route"] == "eager" and bad["scenario_info"]["size"] == "gpt2"
+
+
+def _without_device(src: Path, tmp_path: Path) -> Path:
+    """The trace as a profiler that records no device table would write it."""
+    d = json.loads(gzip.decompress(src.read_bytes()))
+    d.pop("deviceProperties", None)
+    out = tmp_path / src.name
+    out.write_bytes(gzip.compress(json.dumps(d).encode()))
+    return out
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("lightning-vit-b", None),  # H100, FP32 GEMMs all sm80_xmma / cutlass_80_simt kernels
+    ("hf-gpt2", None),
+    ("timm-vit-b", "H100"),  # sm90 cuBLAS kernels run on Hopper alone
+    ("nanogpt", "H100"),
+])
+def test_a_trace_naming_no_gpu_is_read_from_architecture_specific_kernels_only(case, expected, tmp_path):
+    path = _without_device(PUBLIC / case / FILES["kineto"], tmp_path)
+    graph = load_trace(path)
+    assert not any(g.name for g in graph.info.gpus)
+    spec = trace_gpu(graph, (o.name for o in graph.gpu_ops))
+    if expected is None:  # an sm80 kernel runs on A100 and H100 alike: no FP8 promised, FP32 still found
+        assert spec is None
+        a = run(str(path), ("fp32-matmul", "fp8-candidate"))
+        assert finding(a, "fp32-matmul") is not None and finding(a, "fp8-candidate") is None
+    else:
+        assert spec is not None and expected in spec.name and spec.capability == (9, 0) and spec.has_fp8
