@@ -39,8 +39,8 @@ element against the normalization's 8 (+0.75); the backward casts the gradient b
 log-softmax run with an FP32 output from 16-bit input (2 + 4 of 8 bytes: 0.75) or, where the
 model upcasts first (``logits.float()``, as HF's causal-LM loss does), FP32 plus that cast (1.75).
 A chain keeps the time-weighted mean of its kernels, at most all of it. Checked against real bf16
-steps, not fitted: timm ViT-B/16 under bf16 autocast spends 25.7 ms per 128 images in these chains,
-torchvision's ViT-B/16 in FP32 51.6 ms (Lightning, batch 64, doubled): 0.50."""
+steps, not fitted: timm ViT-B/16 under bf16 autocast spends 25.7 ms per 128 images in eager
+memory-bound kernels, torchvision's ViT-B/16 in FP32 51.6 ms (Lightning, batch 64, doubled): 0.50."""
 _FP32_ATTENTION = re.compile(r"f32|float(?!16)|fp32", re.I)
 
 
