@@ -27,8 +27,11 @@ HOST_BOUND_MISS = (
     "after the fix the replay is host-bound on the profiled host chain: 47.8 ms (HF, nsys) and "
     "58.7 ms (Lightning, nsys) with the calibrated 11 us per CUDA call removed, while the whole "
     "bf16 steps measured 32.6 and 31.7 ms unprofiled (the GPU time of the fixed step replays at "
-    "29-33 ms): the profilers' host cost on these framework steps is above the calibration "
+    "31.6-33.1 ms): the profilers' host cost on these framework steps is above the calibration "
     "(advisor/engine/profiler_cost.py), so the estimates stay host-bound (docs/validation.md)")
+HOST_BOUND_MISSES = {("lightning-vit-b", "nsys"), ("lightning-vit-b", "kineto"), ("hf-gpt2", "nsys")}
+"""Where that host floor puts the estimate outside the tolerance: HF under torch.profiler (host
+chain 34.0 ms) comes out at 4.45x, 0.77 of the 5.82x measured, inside it."""
 
 
 def step(case: str, variant: str) -> float:
@@ -127,7 +130,8 @@ def test_fp32_matmul_on_public_scripts_names_bf16(case, before, after, fmt, requ
     f = finding(a, "fp32-matmul")
     assert f is not None and "bf16" in f.fix.title and "TF32" in f.fix.title
     assert f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(14.8)
-    request.applymarker(pytest.mark.xfail(strict=True, reason=HOST_BOUND_MISS))
+    if (case, fmt) in HOST_BOUND_MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=HOST_BOUND_MISS))
     measured = step(case, before) / step(case, after)
     assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
 
