@@ -3,8 +3,8 @@
     python benchmarks/validate_public.py
 
 Reads fixtures/public/<case>/{nsys.sqlite.gz, trace.json.gz} and fixtures/public/measured.json
-(captured by benchmarks/public/device_run.sh) and prints, per fix applied with the framework's
-own knob, the measured speedup and advisor's estimate from each trace format.
+(captured by benchmarks/public/device_run.sh and device_run_hf.sh) and prints, per fix applied
+with the framework's own knob, the measured speedup and advisor's estimate from each trace format.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ ROWS = [
     ("nanogpt", "--compile=True", "compiler-fusion", "eager", "compile"),
     ("timm-vit-b", "--torchcompile", "compiler-fusion", "bf16-eager", "bf16-compile"),
     ("lightning-vit-b", "precision=bf16-mixed", "fp32-matmul", "32-true", "bf16-mixed"),
+    ("hf-gpt2", "--bf16", "fp32-matmul", "fp32", "bf16"),
     ("planted-gpt-routes", "torch.compile", "compiler-fusion", "wide-eager", "wide-compile"),
     ("planted-gpt-routes", "torchao float8 + compile", "fp8-candidate", "wide-eager", "wide-fp8-compile"),
     ("planted-gpt-routes", "torchao float8, eager", "fp8-candidate", "wide-eager", "wide-fp8"),

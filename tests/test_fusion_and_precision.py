@@ -5,19 +5,33 @@ and of the planted GPT routes, against the speedups measured without a profiler
 
 from __future__ import annotations
 
+import gzip
 import json
 from functools import cache
+from pathlib import Path
 
 import pytest
 
 from advisor.analysis import Analysis, analyze
-from advisor.engine.gpus import lookup, parse_capability
+from advisor.engine.gpus import lookup, parse_capability, trace_gpu
+from advisor.ingest.base import load_trace
 from tests.conftest import ROOT, SCENARIOS, shared
 
 PUBLIC = ROOT / "fixtures" / "public"
 MEASURED = json.loads((PUBLIC / "measured.json").read_text())
 TOLERANCE = 1.35
 FILES = {"nsys": "nsys.sqlite.gz", "kineto": "trace.json.gz"}
+
+
+HOST_BOUND_MISS = (
+    "after the fix the replay is host-bound on the profiled host chain: 47.8 ms (HF, nsys) and "
+    "58.7 ms (Lightning, nsys) with the calibrated 11 us per CUDA call removed, while the whole "
+    "bf16 steps measured 32.6 and 31.7 ms unprofiled (the GPU time of the fixed step replays at "
+    "31.6-33.1 ms): the profilers' host cost on these framework steps is above the calibration "
+    "(advisor/engine/profiler_cost.py), so the estimates stay host-bound (docs/validation.md)")
+HOST_BOUND_MISSES = {("lightning-vit-b", "nsys"), ("lightning-vit-b", "kineto"), ("hf-gpt2", "nsys")}
+"""Where that host floor puts the estimate outside the tolerance: HF under torch.profiler (host
+chain 34.0 ms) comes out at 4.45x, 0.77 of the 5.82x measured, inside it."""
 
 
 def step(case: str, variant: str) -> float:
@@ -107,16 +121,18 @@ def test_combined_estimate_replays_the_shared_fusion_once():
 
 
 @pytest.mark.parametrize("fmt", FILES)
-def test_fp32_matmul_on_a_lightning_vit_names_bf16(fmt, request):
-    a = run(str(PUBLIC / "lightning-vit-b" / FILES[fmt]), ("fp32-matmul",))
+@pytest.mark.parametrize(("case", "before", "after"), [
+    ("lightning-vit-b", "32-true", "bf16-mixed"),  # Lightning imagenet.py, precision flag
+    ("hf-gpt2", "fp32", "bf16"),  # HF run_clm.py, --bf16
+])
+def test_fp32_matmul_on_public_scripts_names_bf16(case, before, after, fmt, request):
+    a = run(str(PUBLIC / case / FILES[fmt]), ("fp32-matmul",))
     f = finding(a, "fp32-matmul")
     assert f is not None and "bf16" in f.fix.title and "TF32" in f.fix.title
     assert f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(14.8)
-    request.applymarker(pytest.mark.xfail(strict=True, reason=(
-        "the replay's host floor of this Lightning step is 58.7 ms (nsys) / 73.8 ms (kineto) while "
-        "the bf16 step ran in 31.7 ms unprofiled: the profiler's host cost (3 ms gaps before "
-        "cuKernelGetName) is not removed, so the estimate (3.2x / 2.5x) is host-bound")))
-    measured = step("lightning-vit-b", "32-true") / step("lightning-vit-b", "bf16-mixed")
+    if (case, fmt) in HOST_BOUND_MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=HOST_BOUND_MISS))
+    measured = step(case, before) / step(case, after)
     assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
 
 
@@ -157,3 +173,56 @@ def test_gpu_lookup_by_name_then_capability():
 def test_scenario_fixture_is_the_planted_gpt2_step():
     bad = json.loads((SCENARIOS / "compiler-fusion" / "bad" / "timing.json").read_text())
     assert bad["scenario_info"]["route"] == "eager" and bad["scenario_info"]["size"] == "gpt2"
+
+
+def _without_device(src: Path, tmp_path: Path) -> Path:
+    """The trace as a profiler that records no device table would write it."""
+    d = json.loads(gzip.decompress(src.read_bytes()))
+    d.pop("deviceProperties", None)
+    out = tmp_path / src.name
+    out.write_bytes(gzip.compress(json.dumps(d).encode()))
+    return out
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("lightning-vit-b", None),  # H100, FP32 GEMMs all sm80_xmma / cutlass_80_simt kernels
+    ("hf-gpt2", None),
+    ("timm-vit-b", "H100"),  # sm90 cuBLAS kernels run on Hopper alone
+    ("nanogpt", "H100"),
+])
+def test_a_trace_naming_no_gpu_is_read_from_architecture_specific_kernels_only(case, expected, tmp_path):
+    path = _without_device(PUBLIC / case / FILES["kineto"], tmp_path)
+    graph = load_trace(path)
+    assert not any(g.name for g in graph.info.gpus)
+    spec = trace_gpu(graph, (o.name for o in graph.gpu_ops))
+    if expected is None:  # an sm80 kernel runs on A100 and H100 alike: no FP8 promised, FP32 still found
+        assert spec is None
+        a = run(str(path), ("fp32-matmul", "fp8-candidate"))
+        assert finding(a, "fp32-matmul") is not None and finding(a, "fp8-candidate") is None
+    else:
+        assert spec is not None and expected in spec.name and spec.capability == (9, 0) and spec.has_fp8
+
+
+@pytest.mark.parametrize(("case", "before", "after"), [
+    ("lightning-vit-b", "32-true", "bf16-mixed"),
+    ("hf-gpt2", "fp32", "bf16"),
+])
+def test_fp32_matmul_models_the_fixed_steps_gpu_time(case, before, after):
+    """The GPU side of autocast (GEMMs at the BF16 rate, memory-bound chains by their bytes) on the
+    FP32 trace against the whole bf16 step measured unprofiled, which is at least its GPU time
+    and here little more: the replay's GPU time must fall within 10% of it. A flat 0.85 for the
+    memory-bound kernels put the HF step's GPU time at 38.6 ms against 32.6 measured."""
+    from advisor.rules.fp32_matmul import Fp32Matmul
+
+    from advisor.engine.context import RuleContext, analysed_steps
+
+    graph = load_trace(PUBLIC / case / FILES["nsys"])
+    steps = analysed_steps(graph)
+    ctx = RuleContext(graph, steps)
+    f = next(iter(Fp32Matmul().check(graph, ctx)))
+    sim = ctx.simulation()
+    for e in f.effects:
+        e.apply(sim)
+    cols = sim.columns()
+    gpu_ms = sum(d for d, gone in zip(cols.op_dur, cols.op_removed) if not gone) / len(steps) / 1e6
+    assert gpu_ms == pytest.approx(step(case, after), rel=0.10), (gpu_ms, step(case, after))

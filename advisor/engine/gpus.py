@@ -111,14 +111,24 @@ def lookup(name: str | None, capability: object = None) -> GpuSpec | None:
     return _BY_CAPABILITY.get(cap) if cap else None
 
 
+ARCH_SPECIFIC_FROM = 90
+"""Kernel-name architecture tags from which on a tag names the GPU's own architecture: Hopper's
+cuBLAS/CUTLASS kernels (``sm90_xmma_gemm_*``, ``sm90a``) use wgmma and TMA and run on Hopper only.
+Older tags do not: an H100 runs cuBLAS's ``sm80_xmma_gemm_f32f32_*`` and CUTLASS's
+``cutlass_80_simt_sgemm_*`` for FP32 GEMMs (fixtures/public/lightning-vit-b), so a trace whose
+newest tag is sm80 may come from an A100, an A10, an L4 or an H100."""
+
+
 def trace_gpu(graph: OpGraph, kernel_names: Iterable[str] = ()) -> GpuSpec | None:
     """The spec of the GPU the trace ran on (the first device it names), or, for traces that
-    name none, from the ``sm90``-style architecture tag in cuBLAS/CUTLASS kernel names."""
+    name none, from an architecture-specific tag (``sm90``) in cuBLAS/CUTLASS kernel names; None
+    when neither says which GPU it was (callers choose their own default or stay silent)."""
     for g in graph.info.gpus:
         spec = lookup(g.name, g.compute_capability)
         if spec is not None or g.name:
             return spec
-    # a GPU runs kernels built for its architecture or older ones (sm80 CUTLASS kernels run on
-    # an H100): the newest tag seen names it
+    # a GPU runs kernels built for its architecture or older ones: the newest tag seen is a
+    # lower bound, and names the GPU only where such kernels run on that architecture alone
     tags = [int(m.group(1)) for n in kernel_names for m in re.finditer(r"sm_?(\d{2,3})[a-z]?_", n)]
-    return lookup(None, str(max(tags))) if tags else None
+    newest = max(tags, default=0)
+    return lookup(None, str(newest)) if newest >= ARCH_SPECIFIC_FROM else None

@@ -6,6 +6,9 @@ nanoGPT   ``iter N: loss L, time T ms``: median over iterations >= 10 (the first
           warm up cuBLAS and the allocator).
 timm      ``benchmark.py``: ``Train benchmark of ... : ... samples/sec, T ms/step`` (its own
           timed loop after its warm-up iterations).
+HF        run_clm.py's Trainer metrics ``{'train_runtime': 'T', 'train_samples_per_second': ...}``:
+          two runs of N1 and N2 steps give the per-step time (T2 - T1) / (N2 - N1), which cancels
+          the start-up and warm-up both share.
 Lightning the progress bar's final ``N/total [elapsed<..., R it/s]`` (tqdm with smoothing 0:
           N / elapsed since the epoch began); two runs of N1 and N2 steps give the per-step time
           (N2/R2 - N1/R1) / (N2 - N1), which cancels the start-up and warm-up both share.
@@ -31,6 +34,11 @@ def timm(text):
     return {"step_ms": float(m[-1][1]), "samples_per_s": float(m[-1][0])} if m else None
 
 
+def hf_runtime(text):
+    m = re.findall(r"'train_runtime': '?([\d.]+)'?, 'train_samples_per_second': '?([\d.]+)", text)
+    return {"train_runtime_s": float(m[-1][0]), "train_samples_per_second": float(m[-1][1])} if m else None
+
+
 def lightning_elapsed(text, n):
     best = None
     for m in re.finditer(r"(\d+)/(\d+) \[[\d:]+<[\d:?]+,\s+([\d.]+)(it/s|s/it)", text.replace("\r", "\n")):
@@ -50,6 +58,9 @@ def main(d):
             out[name] = nanogpt(text)
         elif name.startswith("timm"):
             out[name] = timm(text)
+        elif name.startswith("hf_") and re.search(r"_n\d+$", name):
+            r = hf_runtime(text)
+            out[name] = dict(r, steps=int(name.rsplit("_n", 1)[1])) if r else None
         elif name.startswith("lightning"):
             m = re.search(r"_n(\d+)$", name)
             if m:
@@ -59,6 +70,10 @@ def main(d):
         a, b = out.get(k), out.get(k[:-4] + "_n70")
         if a and b and a["elapsed_s"] and b["elapsed_s"]:
             out[k[:-4]] = {"step_ms": (b["elapsed_s"] - a["elapsed_s"]) / (70 - 20) * 1e3}
+    for k in [k for k in out if k.startswith("hf_") and k.endswith("_n10")]:
+        a, b = out.get(k), out.get(k[:-4] + "_n40")
+        if a and b:
+            out[k[:-4]] = {"step_ms": (b["train_runtime_s"] - a["train_runtime_s"]) / (40 - 10) * 1e3}
     print(json.dumps(out, indent=1))
 
 
