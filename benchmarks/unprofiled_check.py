@@ -130,7 +130,7 @@ def make_images(root: Path, tiny: bool) -> None:
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    classes, per, size = (4, 24, 64) if tiny else (16, 80, 256)
+    classes, per, size = (4, 24, 64) if tiny else (16, 80, 128)
     for split, n in (("train", per), ("validation", max(4, per // 5))):
         for c in range(classes):
             d = root / split / f"c{c:02d}"
@@ -154,13 +154,15 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
         nano_args += ["--device=cpu", "--n_layer=2", "--n_embd=64", "--n_head=2",
                       "--block_size=32", "--batch_size=4", "--dtype=float32"]
     timm = ext / "timm"
+    # one long epoch (the dataset repeated): issue 20's job whose epoch outlasts the analysis
     timm_args = ["train.py", "--data-dir", str(work / "images"), "--model", "resnet18",
-                 "-b", "16" if tiny else "64", "--epochs", "3" if tiny else "5", "-j", "2",
+                 "-b", "16" if tiny else "32", "--epochs", "1", "-j", "2",
+                 "--epoch-repeats", "2" if tiny else "6", "--img-size", "32" if tiny else "128",
                  "--log-interval", "1", "--checkpoint-hist", "1", "--warmup-epochs", "0",
                  "--output", str(work / "timm-out")]
     if tiny:
-        timm_args += ["--device", "cpu", "--img-size", "32", "--no-prefetcher"]
-    prof = ["profile", "-q", "--steps", "8"]
+        timm_args += ["--device", "cpu", "--no-prefetcher"]
+    prof = ["profile", "-q", "--steps", "8", "--then", "continue"]
     if part == "A":
         out.append({"name": "cal-plain", "kind": "cal", "cmd": [*cal, "--mode", "plain",
                                                                   *tiny_flag]})
@@ -177,7 +179,7 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                     "cmd": [*_py(), *nano_args]})
         out.append({"name": "nanogpt-hooks", "kind": "nanogpt", "cwd": nano,
                     "cmd": [*_advisor(), "profile", "-q", "--wait", "100000", "--out", "{dir}",
-                            *_py()[1:], *nano_args]})
+                            *nano_args]})
         out.append({"name": "nanogpt-plain2", "kind": "nanogpt", "cwd": nano,
                     "cmd": [*_py(), *nano_args]})
         out.append({"name": "nanogpt-hooks2", "kind": "nanogpt", "cwd": nano,
@@ -191,6 +193,9 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                         "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
                                 "{dir}/advisor.json", *nano_args]})
     if part == "B":
+        out.append({"name": "timm-long", "kind": "timm", "cwd": timm,
+                    "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json", "{dir}/advisor.json",
+                            *[x if x not in ("6",) else "24" for x in timm_args]]})
         for wl in ("timm",):
             out.append({"name": f"{wl}-plain", "kind": wl, "cwd": timm,
                         "cmd": [*_py(), *timm_args]})
@@ -201,6 +206,8 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                 out.append({"name": f"{wl}-nsys", "kind": wl, "cwd": timm,
                             "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
                                     "{dir}/advisor.json", *timm_args]})
+        out.append({"name": "hook-cost", "kind": "bench",
+                    "cmd": [*_py(), str(HERE / "hook_cost.py"), "--blocks", "12", "--steps", "50"]})
         if cuda:
             for sc in ("uncaptured-cuda-graph", "unfused-attention"):
                 script = HERE / "scenarios" / sc / "scenario.py"
@@ -211,13 +218,14 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                     out.append({"name": f"{sc}-{tag}", "kind": "scenario", "cwd": work,
                                 "cmd": [*_advisor(), *prof, *extra, "--out", "{dir}", "--json",
                                         "{dir}/advisor.json", str(script), "--variant", "bad",
-                                        "--steps", "150"]})
+                                        "--steps", "100"]})
     return out
 
 
-ORDER = ("cal-plain", "cal-kineto", "cal-nsys-", "nanogpt-plain", "nanogpt-kineto",
-         "nanogpt-nsys", "timm-", "nanogpt-hooks", "nanogpt-plain2", "nanogpt-hooks2",
-         "uncaptured-cuda-graph-", "unfused-attention-", "cal-kineto-stack", "cal-nsys-pybt-")
+ORDER = ("nanogpt-plain", "nanogpt-kineto", "nanogpt-nsys", "timm-", "unfused-attention-",
+         "uncaptured-cuda-graph-", "hook-cost", "cal-plain", "cal-kineto", "cal-nsys-",
+         "cal-kineto-stack", "cal-nsys-pybt-", "nanogpt-hooks", "nanogpt-plain2",
+         "nanogpt-hooks2", "timm-long")
 """Run order of ``--part all`` (one device call): what the table needs first, so a deadline
 cuts the least needed runs."""
 
@@ -248,6 +256,8 @@ def collect(a: argparse.Namespace) -> int:
     nsys = shutil.which("nsys")
     todo = jobs(a.part, a.ext, work, a.tiny, cuda) if a.part != "all" else ordered(
         jobs("A", a.ext, work, a.tiny, cuda) + jobs("B", a.ext, work, a.tiny, cuda))
+    if a.names:
+        todo = [j for j in todo if any(j["name"].startswith(n) for n in a.names.split(","))]
     for job in todo:
         if time.time() - t_start > a.deadline:
             index.append({"name": job["name"], "skipped": "deadline"})
@@ -266,7 +276,7 @@ def collect(a: argparse.Namespace) -> int:
         t0 = time.time()
         rc = _run(cmd, Path(cwd), d / "log.txt", timeout=a.job_timeout)
         entry = {"name": job["name"], "kind": job["kind"], "rc": rc,
-                 "seconds": round(time.time() - t0, 1)}
+                 "seconds": round(time.time() - t0, 1), "start_unix": t0, "end_unix": time.time()}
         if job["kind"] == "cal-nsys" and (d / "nsys.nsys-rep").exists():
             subprocess.call([nsys, "export", "--type", "sqlite", "-o", str(d / "nsys.sqlite"),
                              "-f", "true", str(d / "nsys.nsys-rep")], stdout=subprocess.DEVNULL,
@@ -278,7 +288,7 @@ def collect(a: argparse.Namespace) -> int:
             p.unlink()
         index.append(entry)
         print(json.dumps(entry), flush=True)
-        (work / f"index-{a.part}.json").write_text(json.dumps({"env": env_note, "jobs": index},
+        (work / f"index-{a.part}-{int(t_start)}.json").write_text(json.dumps({"env": env_note, "jobs": index},
                                                               indent=1))
     for junk in ("nanogpt-out", "timm-out", "images"):
         shutil.rmtree(work / junk, ignore_errors=True)
@@ -435,6 +445,7 @@ def main() -> int:
     c.add_argument("--deadline", type=float, default=480.0)
     c.add_argument("--job-timeout", type=float, default=150.0)
     c.add_argument("--tiny", action="store_true")
+    c.add_argument("--names", default="", help="only runs whose names start with these (a,b)")
     for name in ("fit", "table"):
         p = sub.add_parser(name)
         p.add_argument("dirs", type=Path, nargs="+")

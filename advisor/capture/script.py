@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from types import TracebackType
 
+from advisor.capture.session import StopAfterWindow
 from advisor.errors import CaptureError
 
 SIGINT_EXIT = 130
@@ -136,6 +137,10 @@ def run(target: Target, args: list[str]) -> int:
         code = 0
     except SystemExit as e:
         code = exit_code_of(e.code)
+    except StopAfterWindow:
+        print("advisor: the job was stopped after the recorded window (--then stop)",
+              file=sys.stderr)
+        code = 0
     except Terminated:
         print("advisor: the script was terminated (SIGTERM); analysing what was recorded",
               file=sys.stderr)
