@@ -125,12 +125,12 @@ def make_nanogpt_data(root: Path, tiny: bool) -> None:
                      "stoi": {c: i for i, c in enumerate(chars)}}, f)
 
 
-def make_images(root: Path, tiny: bool) -> None:
+def make_images(root: Path, tiny: bool, per_class: int = 80) -> None:
     import numpy as np
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    classes, per, size = (4, 24, 64) if tiny else (16, 80, 128)
+    classes, per, size = (4, 24, 64) if tiny else (16, per_class, 128)
     for split, n in (("train", per), ("validation", max(4, per // 5))):
         for c in range(classes):
             d = root / split / f"c{c:02d}"
@@ -154,10 +154,12 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
         nano_args += ["--device=cpu", "--n_layer=2", "--n_embd=64", "--n_head=2",
                       "--block_size=32", "--batch_size=4", "--dtype=float32"]
     timm = ext / "timm"
-    # one long epoch (the dataset repeated): issue 20's job whose epoch outlasts the analysis
+    # one epoch (timm's --epoch-repeats applies to iterable datasets only, not ImageFolder);
+    # timm-long runs it over --per-class images at batch 16: issue 20's job whose epoch
+    # outlasts the analysis
     timm_args = ["train.py", "--data-dir", str(work / "images"), "--model", "resnet18",
                  "-b", "16" if tiny else "32", "--epochs", "1", "-j", "2",
-                 "--epoch-repeats", "2" if tiny else "6", "--img-size", "32" if tiny else "128",
+                 "--img-size", "32" if tiny else "128",
                  "--log-interval", "1", "--checkpoint-hist", "1", "--warmup-epochs", "0",
                  "--output", str(work / "timm-out")]
     if tiny:
@@ -195,7 +197,9 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
     if part == "B":
         out.append({"name": "timm-long", "kind": "timm", "cwd": timm,
                     "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json", "{dir}/advisor.json",
-                            *[x if x not in ("6",) else "24" for x in timm_args]]})
+                            *[{"32": "16"}.get(x, x) for x in timm_args]]})
+        out.append({"name": "timm-long-plain", "kind": "timm", "cwd": timm,
+                    "cmd": [*_py(), *[{"32": "16"}.get(x, x) for x in timm_args]]})
         for wl in ("timm",):
             out.append({"name": f"{wl}-plain", "kind": wl, "cwd": timm,
                         "cmd": [*_py(), *timm_args]})
@@ -225,7 +229,7 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
 ORDER = ("nanogpt-plain", "nanogpt-kineto", "nanogpt-nsys", "timm-", "unfused-attention-",
          "uncaptured-cuda-graph-", "hook-cost", "cal-plain", "cal-kineto", "cal-nsys-",
          "cal-kineto-stack", "cal-nsys-pybt-", "nanogpt-hooks", "nanogpt-plain2",
-         "nanogpt-hooks2", "timm-long")
+         "nanogpt-hooks2", "timm-long", "timm-long-plain")
 """Run order of ``--part all`` (one device call): what the table needs first, so a deadline
 cuts the least needed runs."""
 
@@ -250,7 +254,7 @@ def collect(a: argparse.Namespace) -> int:
     if a.part in ("A", "all"):
         make_nanogpt_data(a.ext / "nanoGPT", a.tiny)
     if a.part in ("B", "all"):
-        make_images(work / "images", a.tiny)
+        make_images(work / "images", a.tiny, a.per_class)
     t_start = time.time()
     index = []
     nsys = shutil.which("nsys")
@@ -445,6 +449,8 @@ def main() -> int:
     c.add_argument("--deadline", type=float, default=480.0)
     c.add_argument("--job-timeout", type=float, default=150.0)
     c.add_argument("--tiny", action="store_true")
+    c.add_argument("--per-class", type=int, default=80,
+                   help="training images per class (timm-long: a long epoch)")
     c.add_argument("--names", default="", help="only runs whose names start with these (a,b)")
     for name in ("fit", "table"):
         p = sub.add_parser(name)

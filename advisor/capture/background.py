@@ -117,13 +117,15 @@ class BackgroundAnalysis:
                                     else "")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "advisor.capture.background", str(self.handoff_path)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,  # stdout is the script's
-            start_new_session=True, env=env, close_fds=True)
+            # the summary goes to stderr, as in the job; only the job view of a multi-process
+            # job goes to stdout, where `advisor profile torchrun` has always printed it
+            stdin=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True)
 
     def steps(self, state: Any, final: bool) -> None:
         """The step clock so far (``final``: the job has ended, this is the whole run)."""
+        # unique across writers: under nsys the child and then the parent write this file
         self._seq += 1
-        write_json_atomic(self.steps_path, {"seq": self._seq, "final": final,
+        write_json_atomic(self.steps_path, {"seq": f"{os.getpid()}.{self._seq}", "final": final,
                                             "state": state_dict(state)})
 
     def status(self) -> dict:
@@ -213,7 +215,7 @@ def run_analysis(handoff_path: Path) -> int:
     status["analysed"] = time.time()
     base = _Baseline(analysis)
     job_pid = int(h["job_pid"])
-    seen: int | None = None  # sequence number of the steps file last applied
+    seen: str | None = None  # sequence tag of the steps file last applied
     reported = False
     deadline = time.time() + WAIT_FOR_MEASURED_S
     while True:
