@@ -366,7 +366,9 @@ def fit(a: argparse.Namespace) -> int:
     return 0
 
 
-def _script_figure(d: Path, kind: str) -> dict | None:
+def _script_figure(d: Path, kind: str, away: tuple[int, int] | None = None) -> dict | None:
+    """The script's own step figure from its log; ``away``: iterations to leave out (the
+    recorded window and the steps next to it, in a run under advisor)."""
     if kind == "scenario":
         p = d / "timing.json"
         if not p.exists():
@@ -374,12 +376,38 @@ def _script_figure(d: Path, kind: str) -> dict | None:
         t = json.loads(p.read_text())
         per = t.get("per_step_ms") or []
         return {"median_ms": statistics.median(per[1:]) if len(per) > 2
+                else t["step_ms_cuda_events"]["median"],
+                "mean_ms": statistics.fmean(per[1:]) if len(per) > 2
                 else t["step_ms_cuda_events"]["median"], "n": len(per)}
     log = (d / "log.txt").read_text(errors="replace") if (d / "log.txt").exists() else ""
-    return nanogpt_figure(log) if kind == "nanogpt" else timm_figure(log)
+    if kind == "nanogpt":
+        its = [(int(i), float(t)) for i, t in NANOGPT_ITER.findall(log) if int(i) >= 10]
+    else:
+        its = [(int(i), float(t) * 1e3) for _, i, t in TIMM_TRAIN.findall(log) if int(i) >= 2]
+    if away is not None:
+        its = [(i, t) for i, t in its if not away[0] <= i <= away[1]]
+    return _fig([t for _, t in its])
+
+
+def _window(d: Path) -> tuple[int, int] | None:
+    """Iterations of the script's own log to leave out around advisor's window (step N ends at
+    iteration N + 1's optimizer step: a margin of two on each side)."""
+    p = d / "steps_rank0.json"
+    if not p.exists():
+        return None
+    st = json.loads(p.read_text())["state"]
+    if st.get("window_first") is None or not st.get("recorded"):
+        return None
+    return st["window_first"] - 1, max(st["recorded"]) + 3
 
 
 def table(a: argparse.Namespace) -> int:
+    """Per workload: the script's own figure without advisor, the same script's own figure in
+    the run under advisor (outside the window), advisor's measured unprofiled step, and the
+    unprofiled step predicted from each bare trace; errors against the first. ``--stat mean``
+    compares means (a loader whose workers alternate gives two step modes: the median sits in
+    one of them, the mean is the throughput)."""
+    stat = f"{a.stat}_ms"
     rows = []
     for root in a.dirs:
         for idx in sorted(root.glob("index-*.json")):
@@ -387,44 +415,45 @@ def table(a: argparse.Namespace) -> int:
             for name, j in jobs_.items():
                 if not name.endswith("-plain") or j.get("kind") in (None, "cal"):
                     continue
-                base = name[: -len("-plain")]
-                rows.append((base, j["kind"], root))
-    bound = {"nanogpt": "launch", "timm": "loader", "uncaptured-cuda-graph": "launch",
-             "unfused-attention": "GPU"}
-    print("| workload | bound | script's own (ms) | advisor measured | err | from nsys | err | "
-          "from torch.profiler | err | hooks outside the window |")
+                rows.append((name[: -len("-plain")], j["kind"], root))
+    bound = {"nanogpt": "launch", "timm": "loader", "timm-long": "loader",
+             "uncaptured-cuda-graph": "launch", "unfused-attention": "GPU"}
+    print(f"{a.stat} step, ms | workload | bound | script's own, plain run | script's own, "
+          "under advisor | advisor measured | err | from nsys | err | from torch.profiler | err |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst = 0.0
     for base, kind, root in rows:
         fig = _script_figure(root / f"{base}-plain", kind)
         if fig is None:
             continue
-        ref = fig["median_ms"]
+        ref = fig[stat]
+        prof = next((root / n for n in (f"{base}-kineto", base)
+                     if (root / n / "advisor.json").exists()), None)
+        same = None
+        if prof is not None and kind != "scenario":
+            f2 = _script_figure(prof, kind, _window(prof))
+            same = f2[stat] if f2 else None
         cells = []
         meas = None
-        for tag in ("kineto", "nsys"):
-            p = root / f"{base}-{tag}" / "advisor.json"
-            if p.exists():
+        for d in (prof, root / f"{base}-nsys"):
+            p = d / "advisor.json" if d is not None else None
+            if p is not None and p.exists():
                 m = json.loads(p.read_text())["steps"].get("measured")
                 if m and meas is None:
-                    meas = m["median_ms"]
+                    meas = m[stat]
         cells.append(meas)
-        for tag, name in (("nsys", "nsys_rank0.sqlite.gz"), ("kineto", "trace_rank0.json.gz")):
-            trace = root / f"{base}-{tag}" / name
+        for d, name in ((root / f"{base}-nsys", "nsys_rank0.sqlite.gz"),
+                        (prof, "trace_rank0.json.gz")):
+            trace = d / name if d is not None else None
             pred = None
-            if trace.exists():
+            if trace is not None and trace.exists():
                 an = _analysis(trace)
-                pred = (an.results.unprofiled_median_ns or an.summary.median_step_ns) / 1e6
+                r, sm = an.results, an.summary
+                pred = ((r.unprofiled_mean_ns or sm.mean_step_ns) if a.stat == "mean"
+                        else (r.unprofiled_median_ns or sm.median_step_ns)) / 1e6
             cells.append(pred)
-        hooks = ""
-        if (root / f"{base}-hooks").exists():
-            plain = [_script_figure(root / f"{base}-plain{s}", kind) for s in ("", "2")]
-            hooked = [_script_figure(root / f"{base}-hooks{s}", kind) for s in ("", "2")]
-            if all(plain) and all(hooked):
-                p = statistics.fmean(x["median_ms"] for x in plain)
-                h = statistics.fmean(x["median_ms"] for x in hooked)
-                hooks = f"{(h - p) / p:+.1%} ({p:.2f} -> {h:.2f} ms)"
-        out = [f"{base}", bound.get(base, kind), f"{ref:.2f}"]
+        out = [f"{base}", bound.get(base, kind), f"{ref:.2f}",
+               "–" if same is None else f"{same:.2f} ({(same - ref) / ref:+.1%})"]
         for v in cells:
             if v is None:
                 out += ["–", "–"]
@@ -433,7 +462,6 @@ def table(a: argparse.Namespace) -> int:
             worst = max(worst, abs(err))
             flag = "**" if abs(err) > TOLERANCE else ""
             out += [f"{v:.2f}", f"{flag}{err:+.1%}{flag}"]
-        out.append(hooks)
         print("| " + " | ".join(out) + " |")
     print(f"\nworst error {worst:.1%} (tolerance {TOLERANCE:.0%})")
     return 0
@@ -455,6 +483,8 @@ def main() -> int:
     for name in ("fit", "table"):
         p = sub.add_parser(name)
         p.add_argument("dirs", type=Path, nargs="+")
+        if name == "table":
+            p.add_argument("--stat", choices=["median", "mean"], default="median")
     a = ap.parse_args()
     return {"collect": collect, "fit": fit, "table": table}[a.cmd](a)
 

@@ -200,7 +200,7 @@ def _hooks_state():
     return (dict(m._global_forward_hooks), dict(m._global_forward_pre_hooks),
             dict(o._global_optimizer_pre_hooks), dict(o._global_optimizer_post_hooks),
             torch.autograd.backward, d._BaseDataLoaderIter.__next__, d.DataLoader.__iter__,
-            torch.save)
+            torch.save, torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end)
 
 
 def test_cli_runner_profiles_in_process_and_removes_every_hook(tmp_path):
