@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
@@ -77,6 +78,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _has_fd(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return False
+    return True
+
+
+def _relay(src: Any, dst: Any) -> None:
+    for line in src:
+        with contextlib.suppress(Exception):
+            dst.write(line)
+            dst.flush()
+
+
 class BackgroundAnalysis:
     """The job's side: start the analysis process, feed it the step clock, wait for it."""
 
@@ -87,6 +103,7 @@ class BackgroundAnalysis:
         self.steps_path = opts.out / STEPS.format(tag=tag)
         self.status_path = opts.out / STATUS.format(tag=tag)
         self.proc: subprocess.Popen | None = None
+        self._relays: list[threading.Thread] = []
         self._seq = 0
         stale_claim = [opts.out / JOB_CLAIM] if rank.rank == 0 else []
         for stale in [*stale_claim,  self.handoff_path, self.steps_path, self.status_path]:
@@ -115,11 +132,19 @@ class BackgroundAnalysis:
         root = str(Path(__file__).resolve().parents[2])  # advisor importable as in the job
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
                                     else "")
+        # The summary goes to the job's stderr; only the job view of a multi-process job goes
+        # to stdout, where `advisor profile torchrun` has always printed it. Streams without a
+        # file descriptor (advisor run in-process, e.g. under click's CliRunner) are relayed.
+        relay = {name: stream for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr))
+                 if not _has_fd(stream)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "advisor.capture.background", str(self.handoff_path)],
-            # the summary goes to stderr, as in the job; only the job view of a multi-process
-            # job goes to stdout, where `advisor profile torchrun` has always printed it
-            stdin=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True)
+            stdin=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
+            **{name: subprocess.PIPE for name in relay}, text=bool(relay) or None)
+        self._relays = [threading.Thread(target=_relay, args=(getattr(self.proc, name), stream),
+                                         daemon=True) for name, stream in relay.items()]
+        for t in self._relays:
+            t.start()
 
     def steps(self, state: Any, final: bool) -> None:
         """The step clock so far (``final``: the job has ended, this is the whole run)."""
@@ -138,6 +163,8 @@ class BackgroundAnalysis:
             return {}
         try:
             self.proc.wait()
+            for t in self._relays:
+                t.join(timeout=5)
         except KeyboardInterrupt:
             print(f"advisor: the analysis goes on in the background (pid {self.proc.pid}); its "
                   f"reports will be in {self.opts.out}", file=sys.stderr)
@@ -226,7 +253,13 @@ def run_analysis(handoff_path: Path) -> int:
         fresh = steps is not None and seq != seen
         if fresh or (not reported and (not alive or time.time() > deadline)):
             state = steps["state"] if steps is not None else h["state"]
-            measured = _render(analysis, base, state, opts, rank, talk and not reported)
+            # The summary shows at the first report and again, complete, when the job ends
+            # (measured steps and the whole run; a long job's output has buried the first).
+            if reported and final and talk:
+                print("advisor: the job ended; the report with the whole run:", file=sys.stderr,
+                      flush=True)
+            measured = _render(analysis, base, state, opts, rank,
+                               talk and (not reported or final))
             if reported and talk:
                 what = "the whole run" if final else f"{measured or 0} measured steps"
                 print(f"advisor: reports updated with {what} ({opts.out})", file=sys.stderr,
