@@ -187,6 +187,10 @@ def test_torchrun_writes_one_trace_and_analysis_per_rank(tmp_path):
     job = json.loads((tmp_path / "job.json").read_text())  # and the job across both ranks
     assert job["job"]["ranks"] == 2 and [r["rank"] for r in job["ranks"]] == [0, 1]
     assert "Job: 2 ranks" in done.stdout
+    # the job view came from the analysis beside the job, once both ranks had reported
+    assert (tmp_path / "job.claimed").exists()
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"background_rank{rank}.json").read_text())["state"] == "done"
 
 
 # ----- in-process (CliRunner) ------------------------------------------------------------------
