@@ -111,7 +111,7 @@ class Handover:
 def finish(bg: BackgroundAnalysis, state: Any, code: int, opts: Any) -> int | None:
     bg.steps(state, final=True)
     st = bg.wait()
-    if st.get("state") in ("running", "done", "reported"):
+    if st.get("detached") or st.get("state") in ("done", "reported"):
         return code
     if st.get("state") == "failed":
         msg = st.get("error") or "the analysis failed"

@@ -168,8 +168,11 @@ class BackgroundAnalysis:
         except KeyboardInterrupt:
             print(f"advisor: the analysis goes on in the background (pid {self.proc.pid}); its "
                   f"reports will be in {self.opts.out}", file=sys.stderr)
-            return {"state": "running"}
-        return self.status()
+            return {"state": "running", "detached": True}
+        st = self.status()
+        if st.get("state") == "running":  # it ended without saying so: it crashed
+            st = {"state": "crashed", "exit_code": self.proc.returncode}
+        return st
 
 
 # ----- the analysis process ----------------------------------------------------------------------
@@ -217,7 +220,7 @@ def _render(analysis, base: _Baseline, state: dict, opts, rank, talk: bool) -> i
 
 def run_analysis(handoff_path: Path) -> int:
     """The analysis process: analyse once, report, keep the reports current until the job ends."""
-    from advisor.capture.runner import Rank, analyze_recorded
+    from advisor.capture.runner import Rank
     from advisor.errors import AdvisorError
 
     with contextlib.suppress(OSError):
@@ -232,13 +235,26 @@ def run_analysis(handoff_path: Path) -> int:
     write_json_atomic(status_path, status)
     talk = not opts.quiet and rank.prints
     try:
-        analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts)
+        return _analyse_and_report(h, opts, rank, status, status_path, steps_path, talk)
     except AdvisorError as e:
         from advisor.safe_text import plain
 
         status.update(state="failed", error=plain(e), finished=time.time())
-        write_json_atomic(status_path, status)
-        return 1
+    except Exception as e:  # a bug: its traceback on stderr, the job told why there is no report
+        import traceback
+
+        traceback.print_exc()
+        status.update(state="failed", finished=time.time(),
+                      error=f"internal error in the analysis ({type(e).__name__}: {e})")
+    write_json_atomic(status_path, status)
+    return 1
+
+
+def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, steps_path: Path,
+                        talk: bool) -> int:
+    from advisor.capture.runner import analyze_recorded
+
+    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts)
     status["analysed"] = time.time()
     base = _Baseline(analysis)
     job_pid = int(h["job_pid"])
@@ -272,8 +288,9 @@ def run_analysis(handoff_path: Path) -> int:
             status["updated"] = now
             write_json_atomic(status_path, status)
             if not reported and talk:
-                print(f"advisor: trace {h['trace']}; {len(h['recorded'])} steps recorded; "
-                      "reports written while the job runs on", file=sys.stderr, flush=True)
+                print(f"advisor: trace {h['trace']}; {len(h['recorded'])} steps recorded"
+                      + ("" if final or not alive else "; reports written while the job runs on"),
+                      file=sys.stderr, flush=True)
             if not reported and rank.world > 1:
                 _job_view(opts, rank)
             reported = True
