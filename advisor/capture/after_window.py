@@ -77,6 +77,15 @@ def interrupted_before(opts: Any, complete: list[int], code: int) -> str:
             "is no report")
 
 
+def stopped(code: int) -> int:
+    """The exit code of a job ``--then stop`` ended: 0, also when the script turned the
+    interrupt into an exit of its own (Lightning exits 1 after a graceful shutdown)."""
+    extra = "" if code == 0 else f"; the script exited with {code} on the interrupt"
+    print(f"advisor: the job was stopped after the recorded window (--then stop){extra}",
+          file=sys.stderr)
+    return 0
+
+
 class Handover:
     """The session's callbacks at the window's close and `STEPS_MEASURED_AFTER` steps later."""
 
@@ -126,4 +135,4 @@ def finish(bg: BackgroundAnalysis, state: Any, code: int, opts: Any) -> int | No
 
 
 __all__ = ["STEPS_MEASURED_AFTER", "THEN_CHOICES", "Handover", "default_then", "finish",
-           "interrupted_before", "parse_window_at"]
+           "interrupted_before", "parse_window_at", "stopped"]

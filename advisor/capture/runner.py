@@ -165,6 +165,8 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
         finally:
             session.activate(None)
     state = sess.state
+    if state.stopped_after_window:
+        code = after_window.stopped(code)
     if opts.nsys_child:
         write_status(opts.out, rank, code, state)
         return code

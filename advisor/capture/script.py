@@ -137,9 +137,7 @@ def run(target: Target, args: list[str]) -> int:
         code = 0
     except SystemExit as e:
         code = exit_code_of(e.code)
-    except StopAfterWindow:
-        print("advisor: the job was stopped after the recorded window (--then stop)",
-              file=sys.stderr)
+    except StopAfterWindow:  # --then stop: the runner says so
         code = 0
     except Terminated:
         print("advisor: the script was terminated (SIGTERM); analysing what was recorded",

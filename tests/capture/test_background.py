@@ -88,6 +88,20 @@ def test_then_stop_ends_the_job_after_the_window_with_a_report(tmp_path):
     assert not (tmp_path / "o" / "background_rank0.json").exists()  # analysed in the job
 
 
+def test_then_stop_is_a_clean_stop_when_the_script_exits_on_the_interrupt(tmp_path):
+    # Lightning ends fit gracefully on a KeyboardInterrupt and exits 1: advisor's stop is not
+    # the job failing
+    cmd = [sys.executable, "-m", "advisor.cli", "profile", "-q", "--then", "stop", "--wait", "3",
+           "--steps", "4", "--out", str(tmp_path / "o"), "--json", str(tmp_path / "r.json"),
+           str(SCRIPTS / "train_for.py"), "--seconds", "600", "--width", "64",
+           "--exit-on-interrupt", "1"]
+    p = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "train_for: interrupted, shutting down" in p.stderr
+    assert "(--then stop); the script exited with 1 on the interrupt" in p.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["steps"]["count"] == 4
+
+
 def test_window_at_a_time_starts_recording_after_it(tmp_path):
     proc = _start(tmp_path, "--then", "stop", "--window-at", "3s", "--steps", "4", seconds=600)
     _, err = proc.communicate(timeout=300)

@@ -1,10 +1,12 @@
 """A real training loop that runs for a set time, as a long job does (an MLP on a DataLoader).
 
 Usage: python train_for.py [--seconds S] [--width W] [--exit-code N] [--log FILE]
+                           [--exit-on-interrupt N]
 
 Trains until ``--seconds`` have passed (CI keeps it short; a benchmark makes it minutes), then
 prints one line to stdout and exits with ``--exit-code``. ``--log FILE`` appends one line per
 step, ``<unix time> <step seconds>``: the job's own step times, as a training script logs them.
+``--exit-on-interrupt N`` shuts down on Ctrl-C with exit code N, as Lightning's Trainer does.
 """
 
 import argparse
@@ -22,7 +24,18 @@ def main() -> int:
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--exit-code", type=int, default=0)
     ap.add_argument("--log", default=None)
+    ap.add_argument("--exit-on-interrupt", type=int, default=None)
     a = ap.parse_args()
+    try:
+        return train(a)
+    except KeyboardInterrupt:
+        if a.exit_on_interrupt is None:
+            raise
+        print("train_for: interrupted, shutting down", file=sys.stderr)
+        sys.exit(a.exit_on_interrupt)
+
+
+def train(a: argparse.Namespace) -> int:
     torch.manual_seed(0)
     w = a.width
     x = torch.randn(4096, w)
