@@ -196,6 +196,28 @@ class _Baseline:
         analysis.measured = analysis.run = None
 
 
+def _progress(talk: bool):
+    """Each stage's closing line on a terminal (``✓ read ...``, ``✓ rules: ...``), no spinner:
+    a spinner redrawn from beside the job would write over the job's own output."""
+    from contextlib import contextmanager
+
+    from rich.markup import escape
+
+    from advisor.report.progress import Progress, Stage
+
+    class StageLines(Progress):
+        @contextmanager
+        def stage(self, doing: str):
+            stage, start = Stage(doing), time.perf_counter()
+            yield stage
+            if self._console is not None:
+                self._console.print(f"[green]✓[/] {escape(stage.result or doing)} "
+                                    f"[dim]({time.perf_counter() - start:.1f} s)[/]",
+                                    markup=True, highlight=False)
+
+    return StageLines(talk and sys.stderr.isatty())
+
+
 def _options(h: dict):
     from advisor.capture.runner import ProfileOptions
 
@@ -254,7 +276,7 @@ def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, st
                         talk: bool) -> int:
     from advisor.capture.runner import analyze_recorded
 
-    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts)
+    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts, _progress(talk))
     status["analysed"] = time.time()
     base = _Baseline(analysis)
     job_pid = int(h["job_pid"])
