@@ -85,6 +85,7 @@ def main() -> int:
             plain += block(a.steps)[skip:]
             hooked += hooked_block()
     p, h = statistics.median(plain), statistics.median(hooked)
+    after = after_a_window(block, a, skip)
     ops = len(layers) * 2 + 8  # forward, backward and update operators per step, at least
     history = [1000.0 + i for i in range(40)]
     check_us = timeit.timeit(lambda: settled(history), number=2000) / 2000 * 1e6
@@ -93,7 +94,38 @@ def main() -> int:
     print(f"median step: plain {p:.1f} us, with hooks (outside the window) {h:.1f} us, "
           f"difference {h - p:+.1f} us ({(h - p) / p:+.2%})")
     print(f"settle check per boundary before the window: {check_us:.1f} us")
+    if after is not None:
+        before, later = after
+        print(f"after a torch.profiler window (what stays set up once it stopped): plain steps "
+              f"{before:.1f} us before it, {later:.1f} us after it ({(later - before) / before:+.2%})")
     return 0
+
+
+def after_a_window(block, a, skip: int) -> tuple[float, float] | None:
+    """Plain steps before and after one recorded window (torch.profiler, as `advisor profile`
+    records it): CUPTI and Kineto may stay set up after the profiler stops, which would slow
+    every later step of the job. Same process, blocks of the same loop on each side."""
+    import tempfile
+    from pathlib import Path
+
+    from advisor.capture.window import KinetoRecorder
+
+    before = []
+    for _ in range(max(2, a.blocks // 2)):
+        before += block(a.steps)[skip:]
+    rec = KinetoRecorder(Path(tempfile.mkdtemp()) / "trace.json.gz")
+    try:
+        rec.prepare()
+        rec.start()
+        block(8)
+        rec.stop([])
+    except Exception as e:  # a broken profiler setup: say so, measure nothing
+        print(f"no window recorded: {type(e).__name__}: {e}")
+        return None
+    later = []
+    for _ in range(max(2, a.blocks // 2)):
+        later += block(a.steps)[skip:]
+    return statistics.median(before), statistics.median(later)
 
 
 if __name__ == "__main__":

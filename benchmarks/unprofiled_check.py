@@ -125,12 +125,12 @@ def make_nanogpt_data(root: Path, tiny: bool) -> None:
                      "stoi": {c: i for i, c in enumerate(chars)}}, f)
 
 
-def make_images(root: Path, tiny: bool) -> None:
+def make_images(root: Path, tiny: bool, per_class: int = 80) -> None:
     import numpy as np
     from PIL import Image
 
     rng = np.random.default_rng(0)
-    classes, per, size = (4, 24, 64) if tiny else (16, 80, 256)
+    classes, per, size = (4, 24, 64) if tiny else (16, per_class, 128)
     for split, n in (("train", per), ("validation", max(4, per // 5))):
         for c in range(classes):
             d = root / split / f"c{c:02d}"
@@ -154,13 +154,17 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
         nano_args += ["--device=cpu", "--n_layer=2", "--n_embd=64", "--n_head=2",
                       "--block_size=32", "--batch_size=4", "--dtype=float32"]
     timm = ext / "timm"
+    # one epoch (timm's --epoch-repeats applies to iterable datasets only, not ImageFolder);
+    # timm-long runs it over --per-class images at batch 16: issue 20's job whose epoch
+    # outlasts the analysis
     timm_args = ["train.py", "--data-dir", str(work / "images"), "--model", "resnet18",
-                 "-b", "16" if tiny else "64", "--epochs", "3" if tiny else "5", "-j", "2",
+                 "-b", "16" if tiny else "32", "--epochs", "1", "-j", "2",
+                 "--img-size", "32" if tiny else "128",
                  "--log-interval", "1", "--checkpoint-hist", "1", "--warmup-epochs", "0",
                  "--output", str(work / "timm-out")]
     if tiny:
-        timm_args += ["--device", "cpu", "--img-size", "32", "--no-prefetcher"]
-    prof = ["profile", "-q", "--steps", "8"]
+        timm_args += ["--device", "cpu", "--no-prefetcher"]
+    prof = ["profile", "-q", "--steps", "8", "--then", "continue"]
     if part == "A":
         out.append({"name": "cal-plain", "kind": "cal", "cmd": [*cal, "--mode", "plain",
                                                                   *tiny_flag]})
@@ -177,7 +181,7 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                     "cmd": [*_py(), *nano_args]})
         out.append({"name": "nanogpt-hooks", "kind": "nanogpt", "cwd": nano,
                     "cmd": [*_advisor(), "profile", "-q", "--wait", "100000", "--out", "{dir}",
-                            *_py()[1:], *nano_args]})
+                            *nano_args]})
         out.append({"name": "nanogpt-plain2", "kind": "nanogpt", "cwd": nano,
                     "cmd": [*_py(), *nano_args]})
         out.append({"name": "nanogpt-hooks2", "kind": "nanogpt", "cwd": nano,
@@ -191,6 +195,11 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                         "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
                                 "{dir}/advisor.json", *nano_args]})
     if part == "B":
+        out.append({"name": "timm-long", "kind": "timm", "cwd": timm,
+                    "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json", "{dir}/advisor.json",
+                            *[{"32": "16"}.get(x, x) for x in timm_args]]})
+        out.append({"name": "timm-long-plain", "kind": "timm", "cwd": timm,
+                    "cmd": [*_py(), *[{"32": "16"}.get(x, x) for x in timm_args]]})
         for wl in ("timm",):
             out.append({"name": f"{wl}-plain", "kind": wl, "cwd": timm,
                         "cmd": [*_py(), *timm_args]})
@@ -201,6 +210,8 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                 out.append({"name": f"{wl}-nsys", "kind": wl, "cwd": timm,
                             "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
                                     "{dir}/advisor.json", *timm_args]})
+        out.append({"name": "hook-cost", "kind": "bench",
+                    "cmd": [*_py(), str(HERE / "hook_cost.py"), "--blocks", "12", "--steps", "50"]})
         if cuda:
             for sc in ("uncaptured-cuda-graph", "unfused-attention"):
                 script = HERE / "scenarios" / sc / "scenario.py"
@@ -211,13 +222,14 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                     out.append({"name": f"{sc}-{tag}", "kind": "scenario", "cwd": work,
                                 "cmd": [*_advisor(), *prof, *extra, "--out", "{dir}", "--json",
                                         "{dir}/advisor.json", str(script), "--variant", "bad",
-                                        "--steps", "150"]})
+                                        "--steps", "100"]})
     return out
 
 
-ORDER = ("cal-plain", "cal-kineto", "cal-nsys-", "nanogpt-plain", "nanogpt-kineto",
-         "nanogpt-nsys", "timm-", "nanogpt-hooks", "nanogpt-plain2", "nanogpt-hooks2",
-         "uncaptured-cuda-graph-", "unfused-attention-", "cal-kineto-stack", "cal-nsys-pybt-")
+ORDER = ("nanogpt-plain", "nanogpt-kineto", "nanogpt-nsys", "timm-", "unfused-attention-",
+         "uncaptured-cuda-graph-", "hook-cost", "cal-plain", "cal-kineto", "cal-nsys-",
+         "cal-kineto-stack", "cal-nsys-pybt-", "nanogpt-hooks", "nanogpt-plain2",
+         "nanogpt-hooks2", "timm-long", "timm-long-plain")
 """Run order of ``--part all`` (one device call): what the table needs first, so a deadline
 cuts the least needed runs."""
 
@@ -242,12 +254,14 @@ def collect(a: argparse.Namespace) -> int:
     if a.part in ("A", "all"):
         make_nanogpt_data(a.ext / "nanoGPT", a.tiny)
     if a.part in ("B", "all"):
-        make_images(work / "images", a.tiny)
+        make_images(work / "images", a.tiny, a.per_class)
     t_start = time.time()
     index = []
     nsys = shutil.which("nsys")
     todo = jobs(a.part, a.ext, work, a.tiny, cuda) if a.part != "all" else ordered(
         jobs("A", a.ext, work, a.tiny, cuda) + jobs("B", a.ext, work, a.tiny, cuda))
+    if a.names:
+        todo = [j for j in todo if any(j["name"].startswith(n) for n in a.names.split(","))]
     for job in todo:
         if time.time() - t_start > a.deadline:
             index.append({"name": job["name"], "skipped": "deadline"})
@@ -266,7 +280,7 @@ def collect(a: argparse.Namespace) -> int:
         t0 = time.time()
         rc = _run(cmd, Path(cwd), d / "log.txt", timeout=a.job_timeout)
         entry = {"name": job["name"], "kind": job["kind"], "rc": rc,
-                 "seconds": round(time.time() - t0, 1)}
+                 "seconds": round(time.time() - t0, 1), "start_unix": t0, "end_unix": time.time()}
         if job["kind"] == "cal-nsys" and (d / "nsys.nsys-rep").exists():
             subprocess.call([nsys, "export", "--type", "sqlite", "-o", str(d / "nsys.sqlite"),
                              "-f", "true", str(d / "nsys.nsys-rep")], stdout=subprocess.DEVNULL,
@@ -278,7 +292,7 @@ def collect(a: argparse.Namespace) -> int:
             p.unlink()
         index.append(entry)
         print(json.dumps(entry), flush=True)
-        (work / f"index-{a.part}.json").write_text(json.dumps({"env": env_note, "jobs": index},
+        (work / f"index-{a.part}-{int(t_start)}.json").write_text(json.dumps({"env": env_note, "jobs": index},
                                                               indent=1))
     for junk in ("nanogpt-out", "timm-out", "images"):
         shutil.rmtree(work / junk, ignore_errors=True)
@@ -352,7 +366,9 @@ def fit(a: argparse.Namespace) -> int:
     return 0
 
 
-def _script_figure(d: Path, kind: str) -> dict | None:
+def _script_figure(d: Path, kind: str, away: tuple[int, int] | None = None) -> dict | None:
+    """The script's own step figure from its log; ``away``: iterations to leave out (the
+    recorded window and the steps next to it, in a run under advisor)."""
     if kind == "scenario":
         p = d / "timing.json"
         if not p.exists():
@@ -360,12 +376,38 @@ def _script_figure(d: Path, kind: str) -> dict | None:
         t = json.loads(p.read_text())
         per = t.get("per_step_ms") or []
         return {"median_ms": statistics.median(per[1:]) if len(per) > 2
+                else t["step_ms_cuda_events"]["median"],
+                "mean_ms": statistics.fmean(per[1:]) if len(per) > 2
                 else t["step_ms_cuda_events"]["median"], "n": len(per)}
     log = (d / "log.txt").read_text(errors="replace") if (d / "log.txt").exists() else ""
-    return nanogpt_figure(log) if kind == "nanogpt" else timm_figure(log)
+    if kind == "nanogpt":
+        its = [(int(i), float(t)) for i, t in NANOGPT_ITER.findall(log) if int(i) >= 10]
+    else:
+        its = [(int(i), float(t) * 1e3) for _, i, t in TIMM_TRAIN.findall(log) if int(i) >= 2]
+    if away is not None:
+        its = [(i, t) for i, t in its if not away[0] <= i <= away[1]]
+    return _fig([t for _, t in its])
+
+
+def _window(d: Path) -> tuple[int, int] | None:
+    """Iterations of the script's own log to leave out around advisor's window (step N ends at
+    iteration N + 1's optimizer step: a margin of two on each side)."""
+    p = d / "steps_rank0.json"
+    if not p.exists():
+        return None
+    st = json.loads(p.read_text())["state"]
+    if st.get("window_first") is None or not st.get("recorded"):
+        return None
+    return st["window_first"] - 1, max(st["recorded"]) + 3
 
 
 def table(a: argparse.Namespace) -> int:
+    """Per workload: the script's own figure without advisor, the same script's own figure in
+    the run under advisor (outside the window), advisor's measured unprofiled step, and the
+    unprofiled step predicted from each bare trace; errors against the first. ``--stat mean``
+    compares means (a loader whose workers alternate gives two step modes: the median sits in
+    one of them, the mean is the throughput)."""
+    stat = f"{a.stat}_ms"
     rows = []
     for root in a.dirs:
         for idx in sorted(root.glob("index-*.json")):
@@ -373,44 +415,45 @@ def table(a: argparse.Namespace) -> int:
             for name, j in jobs_.items():
                 if not name.endswith("-plain") or j.get("kind") in (None, "cal"):
                     continue
-                base = name[: -len("-plain")]
-                rows.append((base, j["kind"], root))
-    bound = {"nanogpt": "launch", "timm": "loader", "uncaptured-cuda-graph": "launch",
-             "unfused-attention": "GPU"}
-    print("| workload | bound | script's own (ms) | advisor measured | err | from nsys | err | "
-          "from torch.profiler | err | hooks outside the window |")
+                rows.append((name[: -len("-plain")], j["kind"], root))
+    bound = {"nanogpt": "launch", "timm": "loader", "timm-long": "loader",
+             "uncaptured-cuda-graph": "launch", "unfused-attention": "GPU"}
+    print(f"{a.stat} step, ms | workload | bound | script's own, plain run | script's own, "
+          "under advisor | advisor measured | err | from nsys | err | from torch.profiler | err |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     worst = 0.0
     for base, kind, root in rows:
         fig = _script_figure(root / f"{base}-plain", kind)
         if fig is None:
             continue
-        ref = fig["median_ms"]
+        ref = fig[stat]
+        prof = next((root / n for n in (f"{base}-kineto", base)
+                     if (root / n / "advisor.json").exists()), None)
+        same = None
+        if prof is not None and kind != "scenario":
+            f2 = _script_figure(prof, kind, _window(prof))
+            same = f2[stat] if f2 else None
         cells = []
         meas = None
-        for tag in ("kineto", "nsys"):
-            p = root / f"{base}-{tag}" / "advisor.json"
-            if p.exists():
+        for d in (prof, root / f"{base}-nsys"):
+            p = d / "advisor.json" if d is not None else None
+            if p is not None and p.exists():
                 m = json.loads(p.read_text())["steps"].get("measured")
                 if m and meas is None:
-                    meas = m["median_ms"]
+                    meas = m[stat]
         cells.append(meas)
-        for tag, name in (("nsys", "nsys_rank0.sqlite.gz"), ("kineto", "trace_rank0.json.gz")):
-            trace = root / f"{base}-{tag}" / name
+        for d, name in ((root / f"{base}-nsys", "nsys_rank0.sqlite.gz"),
+                        (prof, "trace_rank0.json.gz")):
+            trace = d / name if d is not None else None
             pred = None
-            if trace.exists():
+            if trace is not None and trace.exists():
                 an = _analysis(trace)
-                pred = (an.results.replay.unprofiled_median_ns or an.summary.median_step_ns) / 1e6
+                rp, sm = an.results.replay, an.summary
+                pred = ((rp.unprofiled_mean_ns or sm.mean_step_ns) if a.stat == "mean"
+                        else (rp.unprofiled_median_ns or sm.median_step_ns)) / 1e6
             cells.append(pred)
-        hooks = ""
-        if (root / f"{base}-hooks").exists():
-            plain = [_script_figure(root / f"{base}-plain{s}", kind) for s in ("", "2")]
-            hooked = [_script_figure(root / f"{base}-hooks{s}", kind) for s in ("", "2")]
-            if all(plain) and all(hooked):
-                p = statistics.fmean(x["median_ms"] for x in plain)
-                h = statistics.fmean(x["median_ms"] for x in hooked)
-                hooks = f"{(h - p) / p:+.1%} ({p:.2f} -> {h:.2f} ms)"
-        out = [f"{base}", bound.get(base, kind), f"{ref:.2f}"]
+        out = [f"{base}", bound.get(base, kind), f"{ref:.2f}",
+               "–" if same is None else f"{same:.2f} ({(same - ref) / ref:+.1%})"]
         for v in cells:
             if v is None:
                 out += ["–", "–"]
@@ -419,7 +462,6 @@ def table(a: argparse.Namespace) -> int:
             worst = max(worst, abs(err))
             flag = "**" if abs(err) > TOLERANCE else ""
             out += [f"{v:.2f}", f"{flag}{err:+.1%}{flag}"]
-        out.append(hooks)
         print("| " + " | ".join(out) + " |")
     print(f"\nworst error {worst:.1%} (tolerance {TOLERANCE:.0%})")
     return 0
@@ -435,9 +477,14 @@ def main() -> int:
     c.add_argument("--deadline", type=float, default=480.0)
     c.add_argument("--job-timeout", type=float, default=150.0)
     c.add_argument("--tiny", action="store_true")
+    c.add_argument("--per-class", type=int, default=80,
+                   help="training images per class (timm-long: a long epoch)")
+    c.add_argument("--names", default="", help="only runs whose names start with these (a,b)")
     for name in ("fit", "table"):
         p = sub.add_parser(name)
         p.add_argument("dirs", type=Path, nargs="+")
+        if name == "table":
+            p.add_argument("--stat", choices=["median", "mean"], default="median")
     a = ap.parse_args()
     return {"collect": collect, "fit": fit, "table": table}[a.cmd](a)
 

@@ -49,14 +49,19 @@ def worker_command(opts, launcher_args: list[str]) -> list[str]:
 
 
 def torchrun(opts, launcher_args: list[str]) -> int:
+    from advisor.capture.background import JOB_CLAIM
+
     cmd = worker_command(opts, launcher_args)
+    claim = opts.out / JOB_CLAIM  # set by the rank whose analysis beside the job ran the job view
+    claim.unlink(missing_ok=True)
     code = subprocess.call(cmd)
     traces = sorted(p.name for p in opts.out.glob("trace_rank*.json.gz"))
     traces += sorted(p.name for p in opts.out.glob("nsys_rank*.sqlite"))
     if traces and not opts.quiet:
         print(f"advisor: per-rank traces in {opts.out}: {', '.join(traces)}; analyses: "
               "analysis_rank<R>.json", file=sys.stderr)
-    job_report(opts)
+    if not claim.exists():  # else the job view was written while the job ran
+        job_report(opts)
     return code
 
 

@@ -38,7 +38,8 @@ def profile_command(nsys: str, base: Path, child: list[str]) -> list[str]:
 
 def child_command(opts, target, args: list[str]) -> list[str]:
     own = ["--nsys-child", *(["--wait", str(opts.wait)] if opts.wait is not None else []),
-           "--steps", str(opts.steps), "--out", str(opts.out)]
+           *(["--window-at", f"{opts.window_at_s:g}s"] if opts.window_at_s is not None else []),
+           "--steps", str(opts.steps), "--out", str(opts.out), "--then", opts.then]
     if opts.quiet:
         own.append("--quiet")
     tgt = ["-m", target.name] if target.module else [target.name]
@@ -47,6 +48,8 @@ def child_command(opts, target, args: list[str]) -> list[str]:
 
 def profile(opts, target, args: list[str], rank) -> int:
     from advisor.capture import runner
+    from advisor.capture.after_window import finish
+    from advisor.capture.background import BackgroundAnalysis
 
     nsys = find_nsys()
     import torch
@@ -59,27 +62,86 @@ def profile(opts, target, args: list[str], rank) -> int:
     status_path = opts.out / runner.STATUS_NAME.format(rank=rank.rank)
     for stale in (rep, sqlite, status_path):
         stale.unlink(missing_ok=True)
-    rc = subprocess.call(profile_command(nsys, base, child_command(opts, target, args)))
+    bg = BackgroundAnalysis(opts, rank, sqlite)
+    proc = subprocess.Popen(profile_command(nsys, base, child_command(opts, target, args)))
+    if opts.then == "continue":
+        _hand_over_while_running(proc, nsys, rep, sqlite, status_path, bg)
+    rc = _wait(proc)
     try:
         status = json.loads(status_path.read_text())
     except (OSError, ValueError):
         status = None
-    if status is None:
+    if status is None or status.get("exit_code") is None:
         raise CaptureError(f"the script did not run under nsys (nsys exited with {rc}); "
                            "see its messages above")
     code = int(status["exit_code"])
+    if bg.started:
+        done = finish(bg, status, code, opts)
+        if done is not None:
+            return done
     if not rep.exists():
         msg = runner.why_nothing(opts, status["complete"], status["explicit"],
-                                 status["optimizer_steps"], status["skipped_reason"], None)
+                                 status["optimizer_steps"], status["skipped_reason"], None, code)
         if not status["window_started"] or not status["recorded"]:
             if code != 0:
                 print(f"advisor: {msg}", file=sys.stderr)
                 return code
             raise CaptureError(msg)
         raise CaptureError(f"nsys wrote no report ({rep}); see its messages above")
-    done = subprocess.run([nsys, "export", "--type", "sqlite", "-o", str(sqlite), "-f", "true",
-                           str(rep)], capture_output=True, text=True)
-    if done.returncode != 0 or not sqlite.exists():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        raise CaptureError(f"nsys export failed for {rep}: {' / '.join(tail)}")
+    if not sqlite.exists():
+        done = export(nsys, rep, sqlite)
+        if done.returncode != 0 or not sqlite.exists():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+            raise CaptureError(f"nsys export failed for {rep}: {' / '.join(tail)}")
     return runner.report(opts, rank, sqlite, code, status["recorded"], status["complete"], status)
+
+
+def export(nsys: str, rep: Path, sqlite: Path, nice: bool = False) -> subprocess.CompletedProcess:
+    cmd = [nsys, "export", "--type", "sqlite", "-o", str(sqlite), "-f", "true", str(rep)]
+    if nice and shutil.which("nice"):
+        cmd = ["nice", "-n", "10", *cmd]  # beside the job: its cores come first
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def _wait(proc: subprocess.Popen) -> int:
+    """Wait for nsys; a Ctrl-C reaches the script too (same process group), which handles it:
+    keep waiting for its clean-up and its status."""
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            continue
+
+
+def _hand_over_while_running(proc, nsys: str, rep: Path, sqlite: Path, status_path: Path,
+                             bg) -> None:
+    """While the job runs under nsys: once the child says the window has closed and nsys has
+    written its report (``--capture-range-end=stop`` ends the collection with the window),
+    export it and start the analysis beside the job. Returns when handed over or the job ends."""
+    import time
+
+    last_size = -1
+    tries = 0
+    while proc.poll() is None:
+        try:
+            time.sleep(0.5)
+        except KeyboardInterrupt:
+            return
+        try:
+            status = json.loads(status_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not status.get("window_done") or not status.get("recorded") or not rep.exists():
+            continue
+        size = rep.stat().st_size
+        if size != last_size:  # still being written
+            last_size = size
+            continue
+        done = export(nsys, rep, sqlite, nice=True)
+        if done.returncode == 0 and sqlite.exists():
+            bg.start(status)
+            return
+        sqlite.unlink(missing_ok=True)
+        tries += 1
+        if tries >= 3:
+            return  # exported when the job ends, as without the handover

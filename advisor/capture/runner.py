@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from advisor.capture.script import Target
+from advisor.capture.script import SIGINT_EXIT, SIGTERM_EXIT, Target
 from advisor.errors import AdvisorError, CaptureError
 
 STATUS_NAME = "capture_rank{rank}.json"
@@ -33,11 +32,15 @@ class ProfileOptions:
     show_fixes: bool = False
     stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
     source_root: Path | None = None  # the script's directory: where reports read its lines
+    window_at_s: float | None = None  # --window-at TIME: start recording then
+    then: str = "continue"  # after the window: "continue" (analysis beside the job) or "stop"
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
         args = ["--wait", str(self.wait)] if self.wait is not None else []
-        args += ["--steps", str(self.steps), "--out", str(self.out)]
+        if self.window_at_s is not None:
+            args += ["--window-at", f"{self.window_at_s:g}s"]
+        args += ["--steps", str(self.steps), "--out", str(self.out), "--then", self.then]
         if self.json_out:
             args += ["--json", str(self.json_out)]
         if self.html_out:
@@ -142,7 +145,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
 
 
 def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) -> int:
-    from advisor.capture import script, session
+    from advisor.capture import after_window, script, session
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
@@ -151,9 +154,13 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace, stacks=opts.stacks)
     talk = not opts.quiet and rank.prints
     shown = _progress(opts, rank)
-    sess = session.Session(session.WindowPlan(opts.wait, opts.steps), recorder,
+    hand = after_window.Handover(opts, rank, trace)
+    plan = session.WindowPlan(opts.wait, opts.steps, at_seconds=opts.window_at_s,
+                              stop_after=opts.then == "stop")
+    sess = session.Session(plan, recorder,
                            progress=session.progress_to_stderr if talk else None,
-                           status=shown.note)
+                           status=shown.note, on_window_closed=hand.window_closed,
+                           on_measured=hand.measured)
     sess.install()
     session.activate(sess)
     try:
@@ -164,11 +171,17 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
         finally:
             session.activate(None)
     state = sess.state
+    if state.stopped_after_window:
+        code = after_window.stopped(code)
     if opts.nsys_child:
         write_status(opts.out, rank, code, state)
         return code
     if not recorder.written:
         return _nothing_recorded(opts, state, code, recorder.error)
+    if hand.background is not None:
+        done = hand.job_ended(state, code)
+        if done is not None:
+            return done
     return report(opts, rank, trace, code, state.recorded, state.complete, state)
 
 
@@ -179,15 +192,22 @@ def _progress(opts: ProfileOptions, rank: Rank):
     return Progress.on_stderr(opts.quiet) if rank.prints else Progress(False)
 
 
-def write_status(out: Path, rank: Rank, code: int, state) -> None:
+def write_status(out: Path, rank: Rank, code: int | None, state) -> None:
+    """The nsys child's state for the parent (``exit_code`` None: the job still runs)."""
+    from advisor.capture.background import write_json_atomic
+
     status = {"exit_code": code, "rank": rank.rank, "world": rank.world, **asdict(state)}
-    (out / STATUS_NAME.format(rank=rank.rank)).write_text(json.dumps(status, indent=1))
+    write_json_atomic(out / STATUS_NAME.format(rank=rank.rank), status)
 
 
 def why_nothing(opts: ProfileOptions, complete: list[int], explicit: bool, optimizer_steps: int,
-                skipped: str | None, error: str | None) -> str:
+                skipped: str | None, error: str | None, code: int = 0) -> str:
     if error or skipped:
         return f"nothing was recorded: {error or skipped}"
+    if code in (SIGINT_EXIT, SIGTERM_EXIT) and (complete or optimizer_steps or explicit):
+        from advisor.capture.after_window import interrupted_before
+
+        return interrupted_before(opts, complete, code)
     if not complete and not optimizer_steps and not explicit:
         return ("no training steps found: the script never called optimizer.step() of a "
                 "torch.optim optimizer; mark its loop with advisor.capture.step()")
@@ -205,7 +225,7 @@ def why_nothing(opts: ProfileOptions, complete: list[int], explicit: bool, optim
 
 def _nothing_recorded(opts: ProfileOptions, state, code: int, error: str | None) -> int:
     msg = why_nothing(opts, state.complete, state.explicit, state.optimizer_steps,
-                      state.skipped_reason, error)
+                      state.skipped_reason, error, code)
     if code != 0:
         print(f"advisor: {msg}", file=sys.stderr)
         return code

@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from types import TracebackType
 
+from advisor.capture.session import StopAfterWindow
 from advisor.errors import CaptureError
 
 SIGINT_EXIT = 130
@@ -132,6 +133,8 @@ def run(target: Target, args: list[str]) -> int:
         code = 0
     except SystemExit as e:
         code = exit_code_of(e.code)
+    except StopAfterWindow:  # --then stop: the runner says so
+        code = 0
     except Terminated:
         print("advisor: the script was terminated (SIGTERM); analysing what was recorded",
               file=sys.stderr)

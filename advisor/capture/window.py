@@ -6,6 +6,7 @@ edges, ``finish`` once at the end (writes the trace)."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 from pathlib import Path
 
@@ -47,9 +48,11 @@ class KinetoRecorder:
         return bool(autograd_profiler._is_profiler_enabled)
 
     def prepare(self) -> None:
+        cupti_teardown()
         self._profiler().prepare_trace()
 
     def start(self) -> None:
+        cupti_teardown()
         prof = self._profiler()
         if prof.profiler is None:
             prof.prepare_trace()
@@ -71,6 +74,29 @@ class KinetoRecorder:
             shutil.copyfileobj(src, dst, 1 << 20)
         raw.unlink()
         self.written = True
+
+
+def cupti_teardown() -> None:
+    """Let Kineto finalize CUPTI when the window's trace stops, so the job's later steps run
+    without CUPTI's callbacks. Without it (Kineto's default unless ``TEARDOWN_CUPTI=1``,
+    pytorch/pytorch#144455) the H100 measured plain steps of a launch-bound loop 34% slower after
+    one window than before it (`benchmarks/hook_cost.py`), and nanoGPT's own iterations after the
+    window 12% slower than in a run without advisor. A value the user set is kept; so is
+    torch's own choice for CUDA graphs before CUDA 12.6 (it sets ``0``: a re-initialisation after
+    a teardown crashed there)."""
+    if "TEARDOWN_CUPTI" in os.environ:
+        return
+    import torch
+
+    cuda = getattr(torch.version, "cuda", None)
+    if not cuda:
+        return
+    try:
+        major, minor = (int(x) for x in cuda.split(".")[:2])
+    except ValueError:
+        return
+    if (major, minor) >= (12, 6):
+        os.environ["TEARDOWN_CUPTI"] = "1"
 
 
 def _rename_ranges(path: Path, names: list[str]) -> None:

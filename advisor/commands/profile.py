@@ -20,6 +20,13 @@ from advisor.commands.analyze import rule_options
 @click.option("--wait", default=None, type=click.IntRange(min=0),
               help="Steps to run before recording. Default: until the step time has settled "
                    "(compilation, autotuning, allocator growth over).")
+@click.option("--window-at", "window_at", default=None, metavar="STEP|TIME",
+              help="Start recording at this step (like --wait) or this long after the start "
+                   "(90s, 5m, 1.5h): for jobs whose interesting part comes later.")
+@click.option("--then", "then", type=click.Choice(["continue", "stop"]), default=None,
+              help="After the window: 'continue' trains on and analyses beside the job "
+                   "(default without a terminal, and in CI); 'stop' ends the job cleanly once "
+                   "the window and 20 unprofiled steps are timed (default at a terminal).")
 @click.option("--steps", default=10, show_default=True, type=click.IntRange(min=1),
               help="Steps to record; then profiling stops and the job runs on at full speed.")
 @click.option("--out", "out", default=Path("advisor-out"), show_default=True,
@@ -42,7 +49,8 @@ from advisor.commands.analyze import rule_options
 @click.option("--nsys-child", is_flag=True, hidden=True)
 @click.argument("script")
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-def command(wait: int | None, steps: int, out: Path, json_out: Path | None, html_out: Path | None,
+def command(wait: int | None, window_at: str | None, then: str | None, steps: int, out: Path,
+            json_out: Path | None, html_out: Path | None,
             nsys: bool, stacks: bool, select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
             module: bool, nsys_child: bool, script: str, script_args: tuple[str, ...]) -> int:
@@ -54,15 +62,26 @@ def command(wait: int | None, steps: int, out: Path, json_out: Path | None, html
     and traceback are its own; advisor's summary goes to stderr. `advisor profile torchrun
     ... SCRIPT` profiles every rank.
     """
+    from advisor.capture.after_window import default_then, parse_window_at
     from advisor.capture.runner import ProfileOptions, profile
     from advisor.capture.script import Target
     from advisor.commands.analyze import settings_from_cli
     from advisor.config import resolve
     from advisor.engine.registry import load_rules
+    from advisor.errors import CaptureError
 
     # A mistake in the rule settings is reported now, not after the training script has run.
     resolve(load_rules(), settings_from_cli(select, ignore, rule_option, isolated))
-    opts = ProfileOptions(wait=wait, steps=steps, out=out, json_out=json_out, html_out=html_out,
+    window_at_s = None
+    if window_at is not None:
+        if wait is not None:
+            raise CaptureError("--wait and --window-at both say where the window starts; "
+                               "give one")
+        wait, window_at_s = parse_window_at(window_at)
+    if then is None:
+        then = "continue" if nsys_child else default_then()
+    opts = ProfileOptions(wait=wait, window_at_s=window_at_s, then=then, steps=steps, out=out,
+                          json_out=json_out, html_out=html_out,
                           nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
                           ignore=ignore, rule_option=rule_option, isolated=isolated,
                           show_fixes=show_fixes, stacks=stacks)

@@ -71,7 +71,7 @@ def check(root: Path) -> int:
         measured = (json.loads(result.read_text())["steps"].get("measured") or {}).get("median_ms")
         an = analyze(trace)
         cal = detect(an.graph)
-        predicted = (an.results.unprofiled_median_ns or 0) / 1e6
+        predicted = (an.results.replay.unprofiled_median_ns or 0) / 1e6
         counts = per_step_counts(an.graph, analysed_steps(an.graph))
         err = f"{(predicted - measured) / measured:+.0%}" if measured else "-"
         print(f"| {d.name} | {'yes' if 'stack' in cal.config else 'no'} | "

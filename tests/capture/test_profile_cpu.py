@@ -187,6 +187,10 @@ def test_torchrun_writes_one_trace_and_analysis_per_rank(tmp_path):
     job = json.loads((tmp_path / "job.json").read_text())  # and the job across both ranks
     assert job["job"]["ranks"] == 2 and [r["rank"] for r in job["ranks"]] == [0, 1]
     assert "Job: 2 ranks" in done.stdout
+    # the job view came from the analysis beside the job, once both ranks had reported
+    assert (tmp_path / "job.claimed").exists()
+    for rank in (0, 1):
+        assert json.loads((tmp_path / f"background_rank{rank}.json").read_text())["state"] == "done"
 
 
 # ----- in-process (CliRunner) ------------------------------------------------------------------
@@ -200,7 +204,7 @@ def _hooks_state():
     return (dict(m._global_forward_hooks), dict(m._global_forward_pre_hooks),
             dict(o._global_optimizer_pre_hooks), dict(o._global_optimizer_post_hooks),
             torch.autograd.backward, d._BaseDataLoaderIter.__next__, d.DataLoader.__iter__,
-            torch.save)
+            torch.save, torch.cuda.CUDAGraph.capture_begin, torch.cuda.CUDAGraph.capture_end)
 
 
 def test_cli_runner_profiles_in_process_and_removes_every_hook(tmp_path):

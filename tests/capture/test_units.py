@@ -68,8 +68,9 @@ def test_torchrun_workers_run_advisor_before_the_script():
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     i = cmd.index("--module")
     assert cmd[1:i] == ["-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    # the launcher's --then reaches every worker (their stdin is no terminal to decide by)
     assert cmd[i + 1:] == ["advisor.capture", "--wait", "2", "--steps", "3", "--out", "o",
-                           "--quiet", "train.py", "--lr", "1", "-m", "x"]
+                           "--then", "continue", "--quiet", "train.py", "--lr", "1", "-m", "x"]
     mod = worker_command(opts, ["--nproc-per-node", "2", "-m", "pkg.train", "--lr", "1"])
     assert mod[mod.index("--module"):][-4:] == ["-m", "pkg.train", "--lr", "1"]
     assert is_torchrun("/usr/bin/torchrun") and is_torchrun("torch.distributed.run", module=True)

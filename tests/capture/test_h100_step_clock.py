@@ -1,0 +1,41 @@
+"""The measured unprofiled step on real H100 runs (fixtures/unprofiled/h100-2026-11-23: public
+scripts run unmodified under `advisor profile`): today's `advisor.capture.steptimes` over the step
+clock those runs recorded must agree with each script's own log of the same run, and the
+analysis beside the job must have reported while the job still ran. No torch needed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.capture.steptimes import StepClock, measured_step
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from background_cost import measure  # noqa: E402
+from unprofiled_check import _script_figure, _window  # noqa: E402
+
+RUNS = [("res/nanogpt-kineto", "nanogpt"), ("res2/timm-long", "timm")]
+
+
+@pytest.mark.parametrize(("run", "kind"), RUNS)
+def test_measured_step_agrees_with_the_scripts_own_log_of_the_same_run(run, kind):
+    d = DATA / run
+    state = json.loads((d / "steps_rank0.json").read_text())["state"]
+    m = measured_step(StepClock.from_state(state))
+    own = _script_figure(d, kind, _window(d))
+    assert m is not None and own is not None
+    assert m.count >= 300
+    assert abs(m.median_ns / 1e6 - own["median_ms"]) / own["median_ms"] < 0.05
+
+
+def test_the_reports_were_written_while_the_long_epoch_ran():
+    r = measure(DATA / "res2" / "timm-long")
+    assert r["job_ran_on_after_reports_s"] > 5
+    assert r["window_closed_to_reports_s"] < 10
+    assert r["steps_during"] > 20 and r["steps_after"] > 100
