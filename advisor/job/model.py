@@ -343,6 +343,7 @@ def merge_rank_findings(ranks: list[RankSummary]) -> list[dict]:
         ranks_hit = sorted(r for r, _ in hits)
         out.append({
             "rule": rule, "code": first["code"], "fix": first["fix"], "message": first["message"],
+            "fix_snippet": first.get("fix_snippet", ""), "fix_kind": first.get("fix_kind", "code"),
             "ranks": ranks_hit, "all_ranks": len(ranks_hit) == len(analysed),
             "speedup_min": min(speedups), "speedup_median": statistics.median(speedups),
             "speedup_max": max(speedups),

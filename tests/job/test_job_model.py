@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from advisor.errors import InputError
+from advisor.ingest.base import LoadOptions
 from advisor.job.cluster import summarize_file
 from advisor.job.inputs import assign_ranks, expand
 from advisor.job.model import build_job
@@ -17,7 +18,7 @@ from tests.job.conftest import DELAY_US, STRAGGLER, WORLD
 
 
 def _job(path):
-    return build_job(assign_ranks(summarize_file(str(path), 0, 30)))
+    return build_job(assign_ranks(summarize_file(str(path), 0, LoadOptions())))
 
 
 def test_hta_16_rank_example_matches_hta_communication_figures():
