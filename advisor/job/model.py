@@ -132,7 +132,15 @@ def _matched(steps: dict[int, StepSummary], index: int, kinds: list[str]) -> dic
 
 def _clock_offsets(ranks: list[int], per_rank: dict[int, dict[int, StepSummary]],
                    indices: list[int], notes: list[str]) -> tuple[dict[int, int], dict]:
-    """Per rank, its clock minus the reference rank's, from collective end times."""
+    """Per rank, its clock minus the reference rank's, from collective end times.
+
+    The premise, that the i-th collective of a kind is one collective of all ranks ending
+    together, fails for collectives of sub-groups (tensor- or pipeline-parallel groups) and for
+    point-to-point send/recv between pairs of ranks: their i-th instances on two ranks are
+    different transfers. So the premise is tested: after the offsets, one collective's end
+    times must agree across ranks to within a small part of its duration. Kinds whose ends
+    scatter are left out of the clocks and of waiting, and a note says so.
+    """
     matches: dict[tuple[int, str, int], dict[int, object]] = defaultdict(dict)
     for i in indices:
         counts = {r: Counter(c.kind for c in per_rank[r][i].collectives) for r in ranks}
@@ -140,14 +148,45 @@ def _clock_offsets(ranks: list[int], per_rank: dict[int, dict[int, StepSummary]]
         for r in ranks:
             for key, c in _matched(per_rank[r], i, kinds).items():
                 matches[(i, *key)][r] = c
+    offsets = _offsets(ranks, matches)
+    scattered = _scattered_kinds(matches, offsets) if len(ranks) > 2 else set()
+    if scattered:
+        matches = {k: m for k, m in matches.items() if k[1] not in scattered}
+        offsets = _offsets(ranks, matches)
+        notes.append(f"{', '.join(sorted(scattered))}: the i-th such collective does not end together "
+                     f"on every rank (sub-group collectives or point-to-point transfers between pairs "
+                     f"of ranks), so it is not matched across ranks: no waiting is measured for it")
+    if not matches and len(ranks) > 1:
+        notes.append("no collective matches across ranks: clocks assumed equal, no waiting measured")
+    return offsets, matches
+
+
+END_AGREEMENT = 0.25
+"""A matched collective's end times (after the clock offsets) may spread over at most this part
+of its median duration on the median instance: a ring or tree collective releases every rank
+within a chunk's transfer of the last one, a small part of the whole."""
+END_AGREEMENT_FLOOR_NS = 20_000  # below this, kernel-end timestamps and launch jitter dominate
+
+
+def _offsets(ranks: list[int], matches: dict) -> dict[int, int]:
     ref = ranks[0]
     offsets = {ref: 0}
     for r in ranks[1:]:
         diffs = [m[r].end_ns - m[ref].end_ns for m in matches.values() if r in m and ref in m]
         offsets[r] = int(statistics.median(diffs)) if diffs else 0
-    if not matches and len(ranks) > 1:
-        notes.append("no collective matches across ranks: clocks assumed equal, no waiting measured")
-    return offsets, matches
+    return offsets
+
+
+def _scattered_kinds(matches: dict, offsets: dict[int, int]) -> set[str]:
+    spread: dict[str, list[float]] = defaultdict(list)
+    length: dict[str, list[int]] = defaultdict(list)
+    for (_i, kind, _n), by_rank in matches.items():
+        ends = [c.end_ns - offsets[r] for r, c in by_rank.items()]
+        spread[kind].append(max(ends) - min(ends))
+        length[kind].append(statistics.median(c.duration_ns for c in by_rank.values()))
+    return {k for k, v in spread.items()
+            if statistics.median(v) > max(END_AGREEMENT_FLOOR_NS,
+                                          END_AGREEMENT * statistics.median(length[k]))}
 
 
 # ----- the model --------------------------------------------------------------------------------

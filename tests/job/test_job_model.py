@@ -115,3 +115,29 @@ def test_rank_from_file_name_then_order():
     b = RankSummary("plain.json", 2, 0, "", None, None, 1, [])
     out = assign_ranks([a, b])
     assert [(s.rank, s.rank_source) for s in out] == [(0, "order given"), (1, "file name")]
+
+
+def test_collectives_that_do_not_end_together_are_not_matched(synth_summaries):
+    """Ranks 2 and 3 as if their all-reduces were another group's (tensor-parallel pairs): each
+    instance ends at its own time, no clock offset lines them up with ranks 0 and 1. The model
+    must not read waiting off such pairs; the real ranks' all-reduces still match."""
+    import copy
+    import random
+
+    real = build_job(copy.deepcopy(synth_summaries))
+    assert not any("not matched across ranks" in n for n in real.notes)
+    assert any(c.kind == "AllReduce" and c.waiting_ns > 0 for c in real.collectives)
+    other_group = copy.deepcopy(synth_summaries)
+    rng = random.Random(1)
+    for r in other_group:
+        if r.rank in (2, 3):
+            for st in r.steps:
+                for c in st.collectives:
+                    if c.kind == "AllReduce":
+                        shift = rng.randint(-3_000_000, 3_000_000)
+                        c.start_ns += shift
+                        c.end_ns += shift
+    job = build_job(other_group)
+    assert any("AllReduce" in n and "not matched across ranks" in n for n in job.notes)
+    assert all(c.waiting_ns == 0 for c in job.collectives if c.kind == "AllReduce")
+    assert abs(job.offsets_ns[2] - real.offsets_ns[2]) < 50_000  # clocks from the other kinds
