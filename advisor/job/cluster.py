@@ -54,6 +54,15 @@ def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions
     return [finding_record(f) for f in analysis.results.findings]
 
 
+LOCAL_CONFIG = {} if os.environ.get("ADVISOR_DASK_DIAGNOSTICS") else {
+    # Dask's own diagnostics, meant for its dashboard, which nobody looks at here: a worker
+    # samples its task's stack every 10 ms and a monitor thread probes the GIL every 1 ms.
+    # On a 2-core machine they take CPU from the trace parsing they would describe.
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
+
+
 class JobCluster:
     """A Dask client for the length of one job analysis (a local cluster unless given one)."""
 
@@ -71,10 +80,14 @@ class JobCluster:
             except OSError as e:
                 raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
         else:
+            import dask
+
             n = workers or min(tasks, os.cpu_count() or 1)
-            self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True,
-                                        dashboard_address=":0", silence_logs=logging.ERROR)
-            self.client = Client(self.cluster)
+            with dask.config.set(LOCAL_CONFIG):
+                self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1,
+                                            processes=True, dashboard_address=":0",
+                                            silence_logs=logging.ERROR)
+                self.client = Client(self.cluster)
 
     def __enter__(self) -> JobCluster:
         return self
