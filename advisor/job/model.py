@@ -131,7 +131,7 @@ def _matched(steps: dict[int, StepSummary], index: int, kinds: list[str]) -> dic
 
 
 def _clock_offsets(ranks: list[int], per_rank: dict[int, dict[int, StepSummary]],
-                   indices: list[int], notes: list[str]) -> tuple[dict[int, int], dict]:
+                   indices: list[int], notes: list[str], world: int = 0) -> tuple[dict[int, int], dict]:
     """Per rank, its clock minus the reference rank's, from collective end times.
 
     The premise, that the i-th collective of a kind is one collective of all ranks ending
@@ -149,7 +149,8 @@ def _clock_offsets(ranks: list[int], per_rank: dict[int, dict[int, StepSummary]]
             for key, c in _matched(per_rank[r], i, kinds).items():
                 matches[(i, *key)][r] = c
     offsets = _offsets(ranks, matches)
-    scattered = _scattered_kinds(matches, offsets) if len(ranks) > 2 else set()
+    # two ranks of a two-rank job: every collective and every send/recv involves both
+    scattered = _scattered_kinds(matches, offsets) if max(len(ranks), world) > 2 else set()
     if scattered:
         matches = {k: m for k, m in matches.items() if k[1] not in scattered}
         offsets = _offsets(ranks, matches)
@@ -196,7 +197,8 @@ def build_job(ranks: list[RankSummary]) -> Job:
     notes: list[str] = []
     indices, per_rank = _aligned_steps(ranks, notes)
     ids = sorted(per_rank)
-    offsets, matches = _clock_offsets(ids, per_rank, indices, notes)
+    world = max((r.world_size or 0 for r in ranks), default=0)
+    offsets, matches = _clock_offsets(ids, per_rank, indices, notes, world)
     waiting: dict[tuple[int, int], int] = defaultdict(int)  # (rank, step) -> ns
     waiting_kind: dict[tuple[int, str], int] = defaultdict(int)
     for (i, kind, _n), by_rank in matches.items():
@@ -326,6 +328,8 @@ def find_straggler(job: Job, per_rank: dict[int, dict[int, StepSummary]]) -> Str
     s = max(job.pace, key=job.pace.get)
     others = [r for r in ids if r != s]
     excess = busy[s] - statistics.median(busy[r] for r in others)
+    if excess <= 0:  # it set the pace without doing more than the others: nobody holds them back
+        return None
     indices = [st.index for st in job.steps]
 
     def med(rank: int, fn) -> float:

@@ -141,3 +141,26 @@ def test_collectives_that_do_not_end_together_are_not_matched(synth_summaries):
     assert any("AllReduce" in n and "not matched across ranks" in n for n in job.notes)
     assert all(c.waiting_ns == 0 for c in job.collectives if c.kind == "AllReduce")
     assert abs(job.offsets_ns[2] - real.offsets_ns[2]) < 50_000  # clocks from the other kinds
+
+
+def test_two_ranks_of_a_128_rank_job_do_not_match_their_send_recv():
+    """HTA's sub-sampled ranks 0 and 1 of a 128-rank job: their send/recv go to other ranks,
+    so the i-th send/recv of each is a different transfer. Matching them made rank 1 a
+    straggler with 94 ms of 'waiting'; now the premise check leaves them unmatched."""
+    paths = [shared("hta/timeline_analysis/sampled_rank-0.json.gz"),
+             shared("hta/trace_filter/sampled_rank-1.json.gz")]
+    job = build_job(assign_ranks([s for i, p in enumerate(paths)
+                                  for s in summarize_file(str(p), i, LoadOptions())]))
+    assert [r.world_size for r in job.ranks] == [128, 128]
+    assert any("SendRecv" in n and "not matched" in n for n in job.notes)
+    assert job.straggler is None
+    assert all(c.waiting_ns == 0 for c in job.collectives)
+
+
+def test_pace_without_extra_work_is_no_straggler():
+    """nsys-ai's 2-GPU run after its fix: rank 1 sets slightly more of the path (56%) but does
+    no more own work than rank 0; no rank is named a straggler."""
+    job = _job(shared("nsys-ai/mfu_2gpu_after.sqlite"))
+    assert len(job.ranks) == 2 and job.pace
+    assert job.straggler is None
+    assert "straggler-rank" not in [f.rule for f in run_job_rules(job)]
