@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from advisor.config import RuleSettings
@@ -50,6 +51,7 @@ def analyze_job(
     load_options: LoadOptions | None = None,
     settings: RuleSettings | None = None,
     progress: Callable[[int, int], None] | None = None,
+    max_steps: int | None = None,
 ) -> Job:
     """Summarise every rank on Dask, model the job, run the per-rank rules on the ranks picked
     by ``rank_rules`` ("sample", "all" or "none") and the job rules on the whole.
@@ -57,8 +59,10 @@ def analyze_job(
     ``load_options`` read every rank's trace as `advisor analyze` reads one (``--steps``,
     ``--max-steps``, ``--max-unpacked``); ``settings`` pick and configure the per-rank rules
     (``--select``, ``--ignore``, ``--rule-option``, [tool.advisor]); ``rule_names`` selects on
-    top, for library callers."""
+    top, for library callers; ``max_steps`` (as before ``load_options``) sets that one option."""
     load_options = load_options or LoadOptions()
+    if max_steps is not None:
+        load_options = replace(load_options, max_steps=max_steps)
     if load_options.pid is not None:
         raise InputError("--pid picks one process of one trace; a job analyses every rank's "
                          "process (analyse that rank's trace alone to pick a process in it)")
