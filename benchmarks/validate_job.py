@@ -1,15 +1,20 @@
 """Job rules against measured DDP runs: estimate vs the speedup the fix measured unprofiled.
 
-Reads a folder written by ``scenarios/ddp-job/train_ddp.py`` (``measured.json`` and one folder of
-rank traces per variant, or ``<variant>.tar`` files of them), analyses each variant as a job and
-prints, for each anti-pattern and its fix, the job rule's estimate next to the measured speedup:
+Reads what ``scenarios/ddp-job/run_h200x2.sh`` brought back (``ddp-validation.tgz.part-*``, or the
+folder they unpack to: ``measured.json``, ``torch/<variant>/rank*.json.gz`` from torch.profiler,
+``nsys/<variant>.sqlite`` from nsys, every rank's process in one report), analyses each variant
+as a job from each profiler and prints, per variant, the job as each one sees it, then per
+anti-pattern and its fix the job rule's estimate next to the speedup measured without a profiler:
 
-    python benchmarks/validate_job.py fixtures/jobs/h200x2-ddp
+    python benchmarks/validate_job.py FOLDER [--workers 2]
+
+The older layout (``measured.json`` beside ``<variant>/`` or ``<variant>.tar``) reads too.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 import tarfile
@@ -25,11 +30,39 @@ PAIRS = [
 ]
 
 
-def unpack(folder: Path) -> None:
-    for tar in folder.glob("*.tar"):
-        if not (folder / tar.stem).is_dir():
+def unpack(folder: Path) -> Path:
+    """The folder holding ``measured.json``, after unpacking whatever archives came back."""
+    parts = sorted(folder.glob("ddp-validation.tgz.part-*"))
+    if parts and not (folder / "unpacked" / "measured.json").exists():
+        data = b"".join(p.read_bytes() for p in parts)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+            t.extractall(folder / "unpacked", filter="data")
+    root = folder / "unpacked" if parts else folder
+    for tar in root.glob("*.tar"):  # the older layout: one tar per variant
+        if not (root / tar.stem).is_dir():
             with tarfile.open(tar) as t:
-                t.extractall(folder, filter="data")
+                t.extractall(root, filter="data")
+    return root
+
+
+def sources(root: Path, variant: str) -> dict[str, list[Path]]:
+    """The traces of one variant, by profiler."""
+    out = {}
+    for folder in (root / "torch" / variant, root / variant):
+        if folder.is_dir() and any(folder.glob("rank*.json.gz")):
+            out["torch.profiler"] = [folder]
+            break
+    nsys = root / "nsys" / f"{variant}.sqlite"
+    if nsys.is_file():
+        out["nsys"] = [nsys]
+    return out
+
+
+def describe(job) -> str:
+    s = job.straggler
+    found = "; ".join(f"{f.rule} {f.estimate.speedup:.2f}x ({f.estimate.low:.2f}-{f.estimate.high:.2f})"
+                      for f in job.findings) or "none"
+    return f"{job.step_ns / 1e6:.2f} | {f'rank {s.rank} ({s.cause})' if s else '-'} | {found}"
 
 
 def main() -> None:
@@ -37,30 +70,31 @@ def main() -> None:
     ap.add_argument("folder", type=Path)
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    unpack(args.folder)
-    measured = json.loads((args.folder / "measured.json").read_text())["step_ms"]
-    jobs = {}
+    root = unpack(args.folder)
+    meta = json.loads((root / "measured.json").read_text())
+    measured = meta["step_ms"]
+    print(f"{meta.get('world_size')} ranks on {meta.get('device')}, torch {meta.get('torch')}")
+    jobs: dict[tuple[str, str], object] = {}
     for name in measured:
-        if (args.folder / name).is_dir():
-            jobs[name] = analyze_job([args.folder / name], workers=args.workers, rank_rules="none")
-    print("| variant | measured step ms (unprofiled) | profiled job step ms | straggler | job findings |")
-    print("|---|---:|---:|---|---|")
-    for name, job in jobs.items():
-        s = job.straggler
-        found = "; ".join(f"{f.rule} {f.estimate.speedup:.2f}x ({f.estimate.low:.2f}-{f.estimate.high:.2f}): "
-                          f"{f.fix.title}" for f in job.findings) or "none"
-        print(f"| {name} | {measured[name]:.2f} | {job.step_ns / 1e6:.2f} | "
-              f"{f'rank {s.rank} ({s.cause})' if s else '-'} | {found} |")
+        for profiler, paths in sources(root, name).items():
+            jobs[(name, profiler)] = analyze_job(paths, workers=args.workers, rank_rules="none")
+    print("| variant | measured step ms (unprofiled) | profiler | job step ms | straggler | job findings |")
+    print("|---|---:|---|---:|---|---|")
+    for (name, profiler), job in jobs.items():
+        print(f"| {name} | {measured[name]:.2f} | {profiler} | {describe(job)} |")
     print()
-    print("| anti-pattern -> fix | rule | estimated | measured |")
-    print("|---|---|---:|---:|")
+    print("| anti-pattern -> fix | rule | profiler | estimated | measured |")
+    print("|---|---|---|---:|---:|")
     for bad, good, rule in PAIRS:
-        if bad not in jobs or good not in measured:
+        if bad not in measured or good not in measured:
             continue
-        est = [f.estimate for f in jobs[bad].findings if f.rule == rule]
         got = measured[bad] / measured[good]
-        e = f"{est[0].speedup:.2f}x ({est[0].low:.2f}-{est[0].high:.2f})" if est else "not raised"
-        print(f"| {bad} -> {good} | {rule} | {e} | {got:.2f}x |")
+        for (name, profiler), job in jobs.items():
+            if name != bad:
+                continue
+            est = [f.estimate for f in job.findings if f.rule == rule]
+            e = f"{est[0].speedup:.2f}x ({est[0].low:.2f}-{est[0].high:.2f})" if est else "not raised"
+            print(f"| {bad} -> {good} | {rule} | {profiler} | {e} | {got:.2f}x |")
     sys.stdout.flush()
 
 

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import click
 
+from advisor.errors import OutputError
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import parse_size
+from advisor.report.emit import STDOUT
 
 
 def rule_options(func):
@@ -41,7 +43,8 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @click.option("--json", "json_out", type=click.Path(path_type=Path, allow_dash=True),
               help="Write the JSON result here; `-` writes it to stdout (the console summary then "
                    "goes to stderr).")
-@click.option("--html", "html_out", type=click.Path(path_type=Path), help="Write the HTML report here.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path, allow_dash=True),
+              help="Write the HTML report here; `-` writes it to stdout (as --json -).")
 @rule_options
 @click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
 @click.option("--max-steps", default=LoadOptions.max_steps, show_default=True,
@@ -88,22 +91,21 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
     except ValueError as e:
         raise click.BadParameter(f"{max_unpacked!r} is not a size like 500M or 32G",
                                  param_hint="--max-unpacked") from e
+    if json_out == STDOUT and html_out == STDOUT:
+        raise OutputError("--json - and --html - both ask for stdout; give one of them a file")
     settings = settings_from_cli(select, ignore, rule_option, isolated)
+    options = LoadOptions(max_steps=max_steps, max_unpacked_bytes=cap, step_pattern=step_pattern,
+                          pid=pid)
     if as_job or scheduler or workers or len(traces) > 1 or _names_ranks(traces[0]):
-        from advisor.config import resolve
-        from advisor.engine.registry import load_rules
         from advisor.job.inputs import expand
 
-        names = tuple(r.name for r in resolve(load_rules(), settings)[0])
         # a folder's or a glob's files are inputs too: a report must never be written over one
         check_outputs(expand(traces), {"--json": json_out, "--html": html_out})
-        return job_command(traces, json_out, html_out, names, max_steps, quiet, scheduler, workers,
-                           rank_rules)
+        return job_command(traces, json_out, html_out, (), options, quiet, scheduler, workers,
+                           rank_rules, settings=settings, show_fixes=show_fixes)
     trace = Path(traces[0])
     check_outputs([trace], {"--json": json_out, "--html": html_out})
     progress = Progress.on_stderr(quiet)
-    options = LoadOptions(max_steps=max_steps, max_unpacked_bytes=cap, step_pattern=step_pattern,
-                          pid=pid)
     analysis = run_analysis(trace, options, settings, progress)
     emit(analysis, json_out, html_out, quiet, show_fixes=show_fixes, progress=progress)
     return 0
@@ -132,9 +134,12 @@ def _names_ranks(arg: str) -> bool:
 
 
 def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
-                rules: tuple[str, ...], max_steps: int, quiet: bool, scheduler: str | None,
-                workers: int | None, rank_rules: str = "sample") -> int:
-    """`advisor analyze` over several ranks: the job report."""
+                rules: tuple[str, ...], options: LoadOptions | int, quiet: bool,
+                scheduler: str | None, workers: int | None, rank_rules: str = "sample",
+                settings=None, show_fixes: bool = False) -> int:
+    """`advisor analyze` over several ranks: the job report. ``options`` read each rank's
+    trace as one trace is read (a number: ``--max-steps`` alone); ``settings`` configure the
+    per-rank rules (``rules``: the names they resolve to)."""
     from rich.console import Console
 
     from advisor.job import report
@@ -146,12 +151,16 @@ def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path |
         if not quiet and (done == total or done % max(1, total // 10) == 0):
             err.print(f"[dim]ranks summarised: {done}/{total}[/]")
 
+    if isinstance(options, int):
+        options = LoadOptions(max_steps=options)
     job = analyze_job(traces, scheduler=scheduler, workers=workers, rule_names=rules,
-                      rank_rules=rank_rules, max_steps=max_steps, progress=progress)
+                      rank_rules=rank_rules, load_options=options, settings=settings,
+                      progress=progress)
     if json_out:
         report.write_json(job, json_out)
     if html_out:
         report.write_html(job, html_out)
-    if not quiet:  # with `--json -` the console goes to stderr, stdout stays parseable
-        report.render_console(job, Console(stderr=str(json_out) == "-", highlight=False))
+    if not quiet:  # with `--json -` or `--html -` the console goes to stderr, stdout stays parseable
+        report.render_console(job, Console(stderr=STDOUT in (json_out, html_out), highlight=False),
+                              show_fixes=show_fixes)
     return 0

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from advisor.config import RuleSettings
+from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions
 from advisor.job.cluster import JobCluster
 from advisor.job.inputs import assign_ranks, expand
 from advisor.job.model import Job, build_job, merge_rank_findings, rank_ranges
-from advisor.job.rule import run_job_rules
+from advisor.job.rule import run_job_rules, split_settings
 from advisor.job.summary import RankSummary
 
 RULE_SAMPLE = 8
@@ -45,21 +48,38 @@ def analyze_job(
     workers: int | None = None,
     rule_names: Sequence[str] | None = None,
     rank_rules: str = "sample",
-    max_steps: int = LoadOptions.max_steps,
+    load_options: LoadOptions | None = None,
+    settings: RuleSettings | None = None,
     progress: Callable[[int, int], None] | None = None,
+    max_steps: int | None = None,
 ) -> Job:
     """Summarise every rank on Dask, model the job, run the per-rank rules on the ranks picked
-    by ``rank_rules`` ("sample", "all" or "none") and the job rules on the whole."""
+    by ``rank_rules`` ("sample", "all" or "none") and the job rules on the whole.
+
+    ``load_options`` read every rank's trace as `advisor analyze` reads one (``--steps``,
+    ``--max-steps``, ``--max-unpacked``); ``settings`` pick and configure the per-rank rules
+    (``--select``, ``--ignore``, ``--rule-option``, [tool.advisor]); ``rule_names`` selects on
+    top, for library callers; ``max_steps`` (as before ``load_options``) sets that one option."""
+    load_options = load_options or LoadOptions()
+    if max_steps is not None:
+        load_options = replace(load_options, max_steps=max_steps)
+    if load_options.pid is not None:
+        raise InputError("--pid picks one process of one trace; a job analyses every rank's "
+                         "process (analyse that rank's trace alone to pick a process in it)")
+    settings = (settings or RuleSettings()).override(select=list(rule_names or []))
+    job_rules, rank_settings = split_settings(settings)
+    if rank_settings is None:  # the selection names job rules only
+        rank_rules = "none"
     files = expand(paths)
     with JobCluster(scheduler, workers, tasks=len(files)) as cluster:
-        summaries = assign_ranks(cluster.summaries(files, max_steps, progress))
+        summaries = assign_ranks(cluster.summaries(files, load_options, progress))
         job = build_job(summaries)
         picked = pick_rule_ranks(job, rank_rules)
         by_file: dict[str, list[RankSummary]] = {}
         for r in picked:
             by_file.setdefault(r.path, []).append(r)
         if by_file:
-            results = cluster.findings(list(by_file), rule_names, max_steps)
+            results = cluster.findings(list(by_file), rank_settings, load_options)
             for path, findings in zip(by_file, results):
                 # one file holding several ranks: its rules analyse one process (the busiest)
                 by_file[path][0].findings = findings
@@ -69,5 +89,5 @@ def analyze_job(
         if len(ran) < len(job.ranks):
             job.notes.append(f"per-rank rules ran on {len(ran)} of {len(job.ranks)} ranks "
                              f"({rank_ranges(ran)}: the straggler, the least loaded, an even spread)")
-    job.findings = run_job_rules(job)
+    job.findings = run_job_rules(job, rules=job_rules)
     return job

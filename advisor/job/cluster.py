@@ -20,27 +20,47 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from advisor.config import RuleSettings
 from advisor.errors import AdvisorError, InputError
 from advisor.ingest.base import LoadOptions
 from advisor.job.summary import RankSummary
 
 
-def summarize_file(path: str, order: int, max_steps: int) -> list[RankSummary]:
-    """Dask task: one trace file in, its ranks' summaries out."""
+def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSummary]:
+    """Dask task: one trace file in, its ranks' summaries out. A torch.profiler trace is read
+    through `slim_copy` (only the events a summary uses); anything else whole."""
     from advisor.ingest.base import load_trace
+    from advisor.job.slim_trace import slim_copy
     from advisor.job.summary import summarize_graph
 
-    return summarize_graph(load_trace(path, LoadOptions(max_steps=max_steps)), order)
+    with slim_copy(path, options) as slim:
+        graph = load_trace(slim or path, options)
+    graph.info.path = str(path)
+    return summarize_graph(graph, order)
 
 
-def rank_findings(path: str, rule_names: Sequence[str] | None, max_steps: int) -> list[dict]:
+def summarize_files(batch: Sequence[tuple[str, int]], options: LoadOptions) -> list[list[RankSummary]]:
+    """Dask task: several files, one after the other (fewer, longer tasks on large jobs)."""
+    return [summarize_file(path, order, options) for path, order in batch]
+
+
+def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions) -> list[dict]:
     """Dask task: the per-rank rules over one trace file, as plain findings."""
     from advisor.analysis import analyze_graph
     from advisor.ingest.base import load_trace
     from advisor.job.summary import finding_record
 
-    analysis = analyze_graph(load_trace(path, LoadOptions(max_steps=max_steps)), rule_names)
+    analysis = analyze_graph(load_trace(path, options), settings=settings)
     return [finding_record(f) for f in analysis.results.findings]
+
+
+LOCAL_CONFIG = {} if os.environ.get("ADVISOR_DASK_DIAGNOSTICS") else {
+    # Dask's own diagnostics, meant for its dashboard, which nobody looks at here: a worker
+    # samples its task's stack every 10 ms and a monitor thread probes the GIL every 1 ms.
+    # On a 2-core machine they take CPU from the trace parsing they would describe.
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
 
 
 class JobCluster:
@@ -60,10 +80,14 @@ class JobCluster:
             except OSError as e:
                 raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
         else:
+            import dask
+
             n = workers or min(tasks, os.cpu_count() or 1)
-            self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1, processes=True,
-                                        dashboard_address=":0", silence_logs=logging.ERROR)
-            self.client = Client(self.cluster)
+            with dask.config.set(LOCAL_CONFIG):
+                self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1,
+                                            processes=True, dashboard_address=":0",
+                                            silence_logs=logging.ERROR)
+                self.client = Client(self.cluster)
 
     def __enter__(self) -> JobCluster:
         return self
@@ -88,13 +112,36 @@ class JobCluster:
                 progress(done, len(futures))
         return out
 
-    def summaries(self, paths: Sequence[Path], max_steps: int = LoadOptions.max_steps,
+    def summaries(self, paths: Sequence[Path], options: LoadOptions | None = None,
                   progress: Callable[[int, int], None] | None = None) -> list[RankSummary]:
-        per_file = self.map(summarize_file, [str(p) for p in paths], list(range(len(paths))),
-                            max_steps=max_steps, progress=progress)
-        return [s for summaries in per_file for s in summaries]
+        """Every file's rank summaries, in the order given. Files go to the workers in batches
+        of about `BATCH_SECONDS` of work, so the scheduler handles a few hundred tasks even for
+        thousands of ranks, and the batches stay small enough to balance over the workers."""
+        options = options or LoadOptions()
+        jobs = [(str(p), i) for i, p in enumerate(paths)]
+        size = batch_size(len(jobs), self.worker_count())
+        batches = [jobs[i:i + size] for i in range(0, len(jobs), size)]
+        done = 0
 
-    def findings(self, paths: Sequence[str], rule_names: Sequence[str] | None,
-                 max_steps: int = LoadOptions.max_steps) -> list[list[dict]]:
-        return self.map(rank_findings, list(paths), rule_names=list(rule_names or []) or None,
-                        max_steps=max_steps)
+        def step(_: int, __: int) -> None:
+            nonlocal done
+            done += 1
+            if progress:
+                progress(min(len(jobs), done * size), len(jobs))
+
+        per_batch = self.map(summarize_files, batches, options=options, progress=step)
+        return [s for batch in per_batch for summaries in batch for s in summaries]
+
+    def worker_count(self) -> int:
+        return max(1, len(self.client.scheduler_info(n_workers=-1).get("workers", {})))
+
+    def findings(self, paths: Sequence[str], settings: RuleSettings | None,
+                 options: LoadOptions | None = None) -> list[list[dict]]:
+        return self.map(rank_findings, list(paths), settings=settings,
+                        options=options or LoadOptions())
+
+
+def batch_size(files: int, workers: int, per_worker: int = 8) -> int:
+    """Files per task: about ``per_worker`` tasks per worker, at most 16 files a task (a rank
+    is a fraction of a second of work, a task's round trip a few milliseconds)."""
+    return max(1, min(16, files // (workers * per_worker)))

@@ -131,8 +131,16 @@ def _matched(steps: dict[int, StepSummary], index: int, kinds: list[str]) -> dic
 
 
 def _clock_offsets(ranks: list[int], per_rank: dict[int, dict[int, StepSummary]],
-                   indices: list[int], notes: list[str]) -> tuple[dict[int, int], dict]:
-    """Per rank, its clock minus the reference rank's, from collective end times."""
+                   indices: list[int], notes: list[str], world: int = 0) -> tuple[dict[int, int], dict]:
+    """Per rank, its clock minus the reference rank's, from collective end times.
+
+    The premise, that the i-th collective of a kind is one collective of all ranks ending
+    together, fails for collectives of sub-groups (tensor- or pipeline-parallel groups) and for
+    point-to-point send/recv between pairs of ranks: their i-th instances on two ranks are
+    different transfers. So the premise is tested: after the offsets, one collective's end
+    times must agree across ranks to within a small part of its duration. Kinds whose ends
+    scatter are left out of the clocks and of waiting, and a note says so.
+    """
     matches: dict[tuple[int, str, int], dict[int, object]] = defaultdict(dict)
     for i in indices:
         counts = {r: Counter(c.kind for c in per_rank[r][i].collectives) for r in ranks}
@@ -140,14 +148,46 @@ def _clock_offsets(ranks: list[int], per_rank: dict[int, dict[int, StepSummary]]
         for r in ranks:
             for key, c in _matched(per_rank[r], i, kinds).items():
                 matches[(i, *key)][r] = c
+    offsets = _offsets(ranks, matches)
+    # two ranks of a two-rank job: every collective and every send/recv involves both
+    scattered = _scattered_kinds(matches, offsets) if max(len(ranks), world) > 2 else set()
+    if scattered:
+        matches = {k: m for k, m in matches.items() if k[1] not in scattered}
+        offsets = _offsets(ranks, matches)
+        notes.append(f"{', '.join(sorted(scattered))}: the i-th such collective does not end together "
+                     f"on every rank (sub-group collectives or point-to-point transfers between pairs "
+                     f"of ranks), so it is not matched across ranks: no waiting is measured for it")
+    if not matches and len(ranks) > 1:
+        notes.append("no collective matches across ranks: clocks assumed equal, no waiting measured")
+    return offsets, matches
+
+
+END_AGREEMENT = 0.25
+"""A matched collective's end times (after the clock offsets) may spread over at most this part
+of its median duration on the median instance: a ring or tree collective releases every rank
+within a chunk's transfer of the last one, a small part of the whole."""
+END_AGREEMENT_FLOOR_NS = 20_000  # below this, kernel-end timestamps and launch jitter dominate
+
+
+def _offsets(ranks: list[int], matches: dict) -> dict[int, int]:
     ref = ranks[0]
     offsets = {ref: 0}
     for r in ranks[1:]:
         diffs = [m[r].end_ns - m[ref].end_ns for m in matches.values() if r in m and ref in m]
         offsets[r] = int(statistics.median(diffs)) if diffs else 0
-    if not matches and len(ranks) > 1:
-        notes.append("no collective matches across ranks: clocks assumed equal, no waiting measured")
-    return offsets, matches
+    return offsets
+
+
+def _scattered_kinds(matches: dict, offsets: dict[int, int]) -> set[str]:
+    spread: dict[str, list[float]] = defaultdict(list)
+    length: dict[str, list[int]] = defaultdict(list)
+    for (_i, kind, _n), by_rank in matches.items():
+        ends = [c.end_ns - offsets[r] for r, c in by_rank.items()]
+        spread[kind].append(max(ends) - min(ends))
+        length[kind].append(statistics.median(c.duration_ns for c in by_rank.values()))
+    return {k for k, v in spread.items()
+            if statistics.median(v) > max(END_AGREEMENT_FLOOR_NS,
+                                          END_AGREEMENT * statistics.median(length[k]))}
 
 
 # ----- the model --------------------------------------------------------------------------------
@@ -157,7 +197,8 @@ def build_job(ranks: list[RankSummary]) -> Job:
     notes: list[str] = []
     indices, per_rank = _aligned_steps(ranks, notes)
     ids = sorted(per_rank)
-    offsets, matches = _clock_offsets(ids, per_rank, indices, notes)
+    world = max((r.world_size or 0 for r in ranks), default=0)
+    offsets, matches = _clock_offsets(ids, per_rank, indices, notes, world)
     waiting: dict[tuple[int, int], int] = defaultdict(int)  # (rank, step) -> ns
     waiting_kind: dict[tuple[int, str], int] = defaultdict(int)
     for (i, kind, _n), by_rank in matches.items():
@@ -287,6 +328,8 @@ def find_straggler(job: Job, per_rank: dict[int, dict[int, StepSummary]]) -> Str
     s = max(job.pace, key=job.pace.get)
     others = [r for r in ids if r != s]
     excess = busy[s] - statistics.median(busy[r] for r in others)
+    if excess <= 0:  # it set the pace without doing more than the others: nobody holds them back
+        return None
     indices = [st.index for st in job.steps]
 
     def med(rank: int, fn) -> float:
@@ -343,6 +386,7 @@ def merge_rank_findings(ranks: list[RankSummary]) -> list[dict]:
         ranks_hit = sorted(r for r, _ in hits)
         out.append({
             "rule": rule, "code": first["code"], "fix": first["fix"], "message": first["message"],
+            "fix_snippet": first.get("fix_snippet", ""), "fix_kind": first.get("fix_kind", "code"),
             "ranks": ranks_hit, "all_ranks": len(ranks_hit) == len(analysed),
             "speedup_min": min(speedups), "speedup_median": statistics.median(speedups),
             "speedup_max": max(speedups),

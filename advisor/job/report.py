@@ -17,6 +17,7 @@ from advisor.errors import OutputError
 from advisor.job.model import Job, rank_ranges
 from advisor.job.rule import JobFinding
 from advisor.output_paths import write_atomic
+from advisor.safe_text import markup
 
 JOB_SCHEMA = "advisor-job"
 JOB_SCHEMA_VERSION = "1.0"
@@ -105,7 +106,8 @@ def to_dict(job: Job) -> dict[str, Any]:
         "findings": [_finding(f) for f in job.findings],
         "rank_findings": [{
             "rule": f["rule"], "code": f["code"], "fix": f["fix"], "message": f["message"],
-            "ranks": f["ranks"], "all_ranks": f["all_ranks"],
+            "fix_snippet": f["fix_snippet"], "fix_kind": f["fix_kind"], "ranks": f["ranks"],
+            "all_ranks": f["all_ranks"],
             "speedup": {"min": round(f["speedup_min"], 4), "median": round(f["speedup_median"], 4),
                         "max": round(f["speedup_max"], 4)},
         } for f in job.rank_findings],
@@ -130,7 +132,9 @@ def write_json(job: Job, path: str | Path) -> None:
 # ----- console ----------------------------------------------------------------------------------
 
 
-def render_console(job: Job, console) -> None:
+def render_console(job: Job, console, show_fixes: bool = False) -> None:
+    """The job on the console; ``show_fixes`` adds each finding's fix code under it, as
+    `advisor analyze --show-fixes` does for one trace."""
     from rich.table import Table
 
     d = to_dict(job)
@@ -142,7 +146,7 @@ def render_console(job: Job, console) -> None:
     sources = sorted({r["rank_source"] for r in d["ranks"]})
     console.print(f"[dim]ranks from: {', '.join(sources)}[/]")
     for note in j["notes"]:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {markup(note)}", soft_wrap=True)
     t = Table(title="Ranks (median per step)", title_justify="left")
     for col in ("rank", "step", "own work", "comm", "exposed", "waiting", "pace"):
         t.add_column(col, justify="right")
@@ -178,8 +182,10 @@ def render_console(job: Job, console) -> None:
             console.print(f"  [bold]{f['rule']}[/] [green]{f['estimated_speedup']:.2f}x[/] "
                           f"({f['speedup_low']:.2f}-{f['speedup_high']:.2f}), "
                           f"ranks {rank_ranges(f['ranks'])}")
-            console.print(f"    {f['message']}", soft_wrap=True)
-            console.print(f"    fix: {f['fix']['title']}", soft_wrap=True)
+            console.print(f"    {markup(f['message'])}", soft_wrap=True)
+            console.print(f"    fix: {markup(f['fix']['title'])}", soft_wrap=True)
+            if show_fixes:
+                _fix_code(console, f["fix"]["snippet"], f["fix"]["kind"])
     elif not any(c["count_per_step"] for c in d["collectives"]):
         console.print("[yellow]No collective communication kernels in these traces (a CPU-only or gloo "
                       "job, or a window without collectives): waiting and exposure cannot be measured.[/]")
@@ -192,9 +198,24 @@ def render_console(job: Job, console) -> None:
             t.add_column(col)
         for f in d["rank_findings"]:
             sp = f["speedup"]
-            t.add_row(f["rule"], "all" if f["all_ranks"] else rank_ranges(f["ranks"]),
-                      f"{sp['min']:.2f}/{sp['median']:.2f}/{sp['max']:.2f}x", f["fix"])
+            t.add_row(markup(f["rule"]), "all" if f["all_ranks"] else rank_ranges(f["ranks"]),
+                      f"{sp['min']:.2f}/{sp['median']:.2f}/{sp['max']:.2f}x", markup(f["fix"]))
         console.print(t)
+        if show_fixes:
+            for f in d["rank_findings"]:
+                console.print(f"  [bold]{markup(f['rule'])}[/]: {markup(f['fix'])}", soft_wrap=True)
+                _fix_code(console, f["fix_snippet"], f["fix_kind"])
+
+
+def _fix_code(console, snippet: str, kind: str) -> None:
+    """A fix's code, indented and highlighted as the single-trace console shows it."""
+    from rich.padding import Padding
+    from rich.syntax import Syntax
+
+    if snippet:
+        console.print(Padding(Syntax(snippet, "python" if kind == "code" else "text",
+                                     theme="ansi_dark", word_wrap=True, background_color="default"),
+                              (0, 0, 0, 5), expand=False))
 
 
 # ----- HTML -------------------------------------------------------------------------------------

@@ -12,10 +12,11 @@ from __future__ import annotations
 import statistics
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import entry_points
 from typing import ClassVar
 
+from advisor.config import ConfigError, RuleSettings
 from advisor.engine.registry import PluginError
 from advisor.engine.rule import CODE_RE, DOC_SECTIONS, NAME_RE, Confidence, Estimate, Evidence, Fix
 from advisor.engine.runner import MIN_SPEEDUP
@@ -71,8 +72,33 @@ def load_job_rules() -> list[type[JobRule]]:
     return [rules[k] for k in sorted(rules)]
 
 
-def run_job_rules(job: Job, min_speedup: float = MIN_SPEEDUP) -> list[JobFinding]:
-    found = [f for rule in load_job_rules() for f in rule().check(job)]
+def split_settings(settings: RuleSettings) -> tuple[list[type[JobRule]], RuleSettings | None]:
+    """``--select``/``--ignore`` name per-rank rules and job rules alike (by name or code), as
+    one trace's analysis names its rules: the job rules picked, and the settings of the
+    per-rank rules (None when the selection names job rules only, so no per-rank rule runs).
+    Unknown names are the per-rank resolver's error; job rules take no options."""
+    from advisor.config import resolve
+    from advisor.engine.registry import load_rules
+
+    rules = load_job_rules()
+    by_key = {key: r for r in rules for key in (r.name, r.code)}
+    for name in settings.options:
+        if name in by_key:
+            raise ConfigError(f"rule options: job rule {by_key[name].name} has no options")
+    job_select = [n for n in settings.select if n in by_key]
+    rank_select = tuple(n for n in settings.select if n not in by_key)
+    ignored = {by_key[n].name for n in settings.ignore if n in by_key}
+    rank = replace(settings, select=rank_select,
+                   ignore=tuple(n for n in settings.ignore if n not in by_key))
+    resolve(load_rules(), rank)  # unknown names and bad options fail here, before any work
+    chosen = [by_key[n] for n in dict.fromkeys(job_select)] if settings.select else rules
+    chosen = [r for r in chosen if r.name not in ignored]
+    return chosen, (None if settings.select and not rank_select else rank)
+
+
+def run_job_rules(job: Job, min_speedup: float = MIN_SPEEDUP,
+                  rules: Sequence[type[JobRule]] | None = None) -> list[JobFinding]:
+    found = [f for rule in (load_job_rules() if rules is None else rules) for f in rule().check(job)]
     return sorted((f for f in found if f.estimate.speedup >= min_speedup), key=lambda f: -f.estimate.speedup)
 
 

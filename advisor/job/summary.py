@@ -192,6 +192,7 @@ def finding_record(f) -> dict:
     """A per-rank `Finding` as plain data (it crosses process boundaries)."""
     return {
         "rule": f.rule, "code": f.code, "message": f.message, "fix": f.fix.title,
+        "fix_snippet": f.fix.snippet, "fix_kind": f.fix.kind,
         "speedup": f.estimate.speedup, "low": f.estimate.low, "high": f.estimate.high,
         "confidence": f.confidence.value,
     }

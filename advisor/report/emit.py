@@ -38,7 +38,12 @@ def emit(analysis: Analysis, json_out: Path | None, html_out: Path | None, quiet
         with progress.stage(f"writing {json_out}") as stage:
             write_json(report, json_out)
             stage.done(f"wrote {json_out}")
-    if html_out:
+    if html_out == STDOUT:
+        from advisor.report.html_report import render_html
+
+        click.echo(render_html(report))
+        stderr = True
+    elif html_out:
         from advisor.report.html_report import write_html
 
         with progress.stage(f"writing {html_out}") as stage:

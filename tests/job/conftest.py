@@ -28,7 +28,9 @@ def synth_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 @pytest.fixture(scope="session")
 def synth_summaries(synth_ranks):
+    from advisor.ingest.base import LoadOptions
     from advisor.job.cluster import summarize_file
     from advisor.job.inputs import assign_ranks
 
-    return assign_ranks([s for i, p in enumerate(synth_ranks) for s in summarize_file(str(p), i, 30)])
+    return assign_ranks([s for i, p in enumerate(synth_ranks)
+                         for s in summarize_file(str(p), i, LoadOptions())])

@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from advisor.errors import InputError
+from advisor.ingest.base import LoadOptions
 from advisor.job.cluster import summarize_file
 from advisor.job.inputs import assign_ranks, expand
 from advisor.job.model import build_job
@@ -17,7 +18,7 @@ from tests.job.conftest import DELAY_US, STRAGGLER, WORLD
 
 
 def _job(path):
-    return build_job(assign_ranks(summarize_file(str(path), 0, 30)))
+    return build_job(assign_ranks(summarize_file(str(path), 0, LoadOptions())))
 
 
 def test_hta_16_rank_example_matches_hta_communication_figures():
@@ -114,3 +115,52 @@ def test_rank_from_file_name_then_order():
     b = RankSummary("plain.json", 2, 0, "", None, None, 1, [])
     out = assign_ranks([a, b])
     assert [(s.rank, s.rank_source) for s in out] == [(0, "order given"), (1, "file name")]
+
+
+def test_collectives_that_do_not_end_together_are_not_matched(synth_summaries):
+    """Ranks 2 and 3 as if their all-reduces were another group's (tensor-parallel pairs): each
+    instance ends at its own time, no clock offset lines them up with ranks 0 and 1. The model
+    must not read waiting off such pairs; the real ranks' all-reduces still match."""
+    import copy
+    import random
+
+    real = build_job(copy.deepcopy(synth_summaries))
+    assert not any("not matched across ranks" in n for n in real.notes)
+    assert any(c.kind == "AllReduce" and c.waiting_ns > 0 for c in real.collectives)
+    other_group = copy.deepcopy(synth_summaries)
+    rng = random.Random(1)
+    for r in other_group:
+        if r.rank in (2, 3):
+            for st in r.steps:
+                for c in st.collectives:
+                    if c.kind == "AllReduce":
+                        shift = rng.randint(-3_000_000, 3_000_000)
+                        c.start_ns += shift
+                        c.end_ns += shift
+    job = build_job(other_group)
+    assert any("AllReduce" in n and "not matched across ranks" in n for n in job.notes)
+    assert all(c.waiting_ns == 0 for c in job.collectives if c.kind == "AllReduce")
+    assert abs(job.offsets_ns[2] - real.offsets_ns[2]) < 50_000  # clocks from the other kinds
+
+
+def test_two_ranks_of_a_128_rank_job_do_not_match_their_send_recv():
+    """HTA's sub-sampled ranks 0 and 1 of a 128-rank job: their send/recv go to other ranks,
+    so the i-th send/recv of each is a different transfer. Matching them made rank 1 a
+    straggler with 94 ms of 'waiting'; now the premise check leaves them unmatched."""
+    paths = [shared("hta/timeline_analysis/sampled_rank-0.json.gz"),
+             shared("hta/trace_filter/sampled_rank-1.json.gz")]
+    job = build_job(assign_ranks([s for i, p in enumerate(paths)
+                                  for s in summarize_file(str(p), i, LoadOptions())]))
+    assert [r.world_size for r in job.ranks] == [128, 128]
+    assert any("SendRecv" in n and "not matched" in n for n in job.notes)
+    assert job.straggler is None
+    assert all(c.waiting_ns == 0 for c in job.collectives)
+
+
+def test_pace_without_extra_work_is_no_straggler():
+    """nsys-ai's 2-GPU run after its fix: rank 1 sets slightly more of the path (56%) but does
+    no more own work than rank 0; no rank is named a straggler."""
+    job = _job(shared("nsys-ai/mfu_2gpu_after.sqlite"))
+    assert len(job.ranks) == 2 and job.pace
+    assert job.straggler is None
+    assert "straggler-rank" not in [f.rule for f in run_job_rules(job)]

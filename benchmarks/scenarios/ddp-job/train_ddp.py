@@ -15,6 +15,10 @@ the all-reduce), then profiled for a few steps with torch.profiler, one trace pe
 
 A GPT-like decoder stack (``nn.TransformerEncoderLayer``, causal mask) on synthetic tokens:
 nothing to download. ``--device cpu`` runs the same code on gloo for a smoke test.
+
+``--capture nsys`` is the run to launch under ``nsys profile``: no torch.profiler, each of the
+``--profiled`` steps an NVTX range ``step k`` (warm-up steps unnamed, so only those are steps)
+with NVTX phase ranges inside, the ones ``record_function`` gives torch.profiler.
 """
 
 from __future__ import annotations
@@ -88,6 +92,20 @@ def batches(loader):
         yield from loader
 
 
+@contextlib.contextmanager
+def mark(name: str, nvtx: bool):
+    """A phase or step range for both profilers: record_function (torch.profiler) and, under
+    nsys, an NVTX range of the same name."""
+    with record_function(name):
+        if nvtx:
+            torch.cuda.nvtx.range_push(name)
+        try:
+            yield
+        finally:
+            if nvtx:
+                torch.cuda.nvtx.range_pop()
+
+
 def run_variant(name, args, rank, world, device):
     slow, accum, nosync, bucket = VARIANTS[name]
     torch.manual_seed(0)
@@ -104,20 +122,22 @@ def run_variant(name, args, rank, world, device):
     it = batches(loader)
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda")
 
+    nvtx = args.capture == "nsys" and device.type == "cuda"
+
     def step():
         for m in range(accum):
-            with record_function("data"):
+            with mark("data", nvtx):
                 x, y = next(it)
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             sync_ctx = ddp.no_sync() if nosync and m < accum - 1 else contextlib.nullcontext()
             with sync_ctx:
-                with record_function("forward"), amp:
+                with mark("forward", nvtx), amp:
                     logits = ddp(x)
-                with record_function("loss"), amp:
+                with mark("loss", nvtx), amp:
                     loss = nn.functional.cross_entropy(logits.flatten(0, 1).float(), y.flatten()) / accum
-                with record_function("backward"):
+                with mark("backward", nvtx):
                     loss.backward()
-        with record_function("optimizer"):
+        with mark("optimizer", nvtx):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -133,7 +153,15 @@ def run_variant(name, args, rank, world, device):
     for _ in range(args.timed):
         step()
     sync()
-    mean_ms = (time.perf_counter() - t0) / args.timed * 1e3
+    mean_ms = (time.perf_counter() - t0) / args.timed * 1e3 if args.timed else float("nan")
+    if args.capture == "nsys":  # nsys records the whole process: name the steps it should analyse
+        for k in range(args.profiled):
+            with mark(f"step {k}", nvtx):
+                step()
+        sync()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return mean_ms
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     trace_dir = Path(args.out) / name
     trace_dir.mkdir(parents=True, exist_ok=True)
@@ -174,6 +202,9 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--profiled", type=int, default=4)
+    ap.add_argument("--capture", choices=("torch", "nsys"), default="torch",
+                    help="torch: time each variant, then trace it with torch.profiler; nsys: the "
+                         "profiled steps as NVTX ranges, to run under `nsys profile`")
     args = ap.parse_args()
     backend = "nccl" if args.device == "cuda" else "gloo"
     dist.init_process_group(backend)
@@ -184,7 +215,7 @@ def main() -> None:
     results = {}
     for name in args.variants.split(","):
         results[name] = run_variant(name, args, rank, world, device)
-        if rank == 0:
+        if rank == 0 and args.capture == "torch":
             print(f"{name}: {results[name]:.2f} ms per step (unprofiled, mean of {args.timed})", flush=True)
             meta = {"world_size": world, "torch": torch.__version__, "args": vars(args), "step_ms": results,
                     "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"}

@@ -1,0 +1,167 @@
+"""A torch.profiler trace cut down to the events a rank summary reads: the job path's fast parse.
+
+A rank summary (`advisor.job.summary`) needs the GPU ops, the launches that place them on the
+host timeline, the host calls that may wait for the GPU, and the step, phase and collective
+ranges. In a typical Kineto trace those are a third of the events: the rest are CPU operators,
+flow arrows (``ac2g``, ``fwdbwd``) and runtime calls such as ``cudaStreamIsCapturing``. The
+whole-trace parser (`advisor.ingest`) decodes every event with the stdlib's JSON scanner, so
+most of a rank's cost is events the summary never looks at.
+
+Here ``msgspec`` splits the document into raw event slices and reads three fields of each
+without building Python objects for the rest (about 40 ms for a 40,000-event, 8 MB trace); the
+events kept are written, byte for byte, to a temporary trace that the ordinary public loader
+(`advisor.ingest.base.load_trace`) reads. The graph built from it is the full one restricted to
+what the summary uses, and ``tests/job/test_slim_trace.py`` checks that summaries agree on
+every real trace we have. The parser's own checks (caps on decompression, types, ranges) still
+apply to every event kept; anything this reader does not recognise returns None and the caller
+parses the original file the ordinary way, which also gives the usual one-line errors.
+
+The cut is only taken when the trace has named step ranges: without them steps come from the
+launch pattern, whose check compares all host ranges of each repeat, so every range matters.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import os
+import tempfile
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from advisor.errors import AdvisorError
+from advisor.graph.api_names import is_launch, may_block
+from advisor.graph.steps import compile_step_pattern, matches_step, phase_of
+from advisor.ingest.base import LoadOptions
+from advisor.ingest.input_file import CappedReader, check_regular
+from advisor.job.collectives import host_collective
+
+try:  # a dependency of advisor; without it the job path parses whole traces (slower, same result)
+    import msgspec
+except ImportError:  # pragma: no cover - only a partial install lacks it
+    msgspec = None
+
+MAX_SLIM_BYTES = 256 << 20
+"""Decompressed traces larger than this are parsed by the streaming loader instead: this reader
+holds the whole text (and a slice object per event) in memory."""
+
+_GPU = frozenset({"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "cuda_sync",
+                  "cuda_profiler_range"})
+_API = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
+_RANGES = frozenset({"cpu_op", "operator", "user_annotation", "python_function"})
+_GZIP = b"\x1f\x8b"
+
+if msgspec is not None:
+    class _Args(msgspec.Struct):
+        correlation: Any = None
+
+    class _Event(msgspec.Struct):
+        ph: Any = None
+        cat: Any = None
+        name: Any = None
+        args: _Args | None = None  # only the correlation id is decoded
+
+    _EVENTS = msgspec.json.Decoder(list[_Event])
+    _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
+    _LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _read(path: Path, options: LoadOptions) -> bytes | None:
+    """The decompressed text, or None when it is too large for this reader."""
+    check_regular(path)
+    with path.open("rb") as f:
+        gz = f.read(2) == _GZIP
+    if gz:
+        with CappedReader(path, options.unpack_limits) as f:
+            data = f.read(MAX_SLIM_BYTES + 1)
+    else:
+        with path.open("rb") as f:
+            data = f.read(MAX_SLIM_BYTES + 1)
+    return None if len(data) > MAX_SLIM_BYTES else data.removeprefix(codecs.BOM_UTF8)
+
+
+def _kept_events(raws: list[Any], events: list[Any],
+                 options: LoadOptions) -> tuple[list[Any], bool]:
+    """The events to keep (raw slices), and whether any range is a step. Range names repeat
+    (every step runs the same operators), so each name is judged once."""
+    pattern = compile_step_pattern(options.step_pattern)
+    gpu_correlations = {e.args.correlation for e in events
+                        if e.args is not None and isinstance(e.cat, str) and e.cat.lower() in _GPU}
+    judged: dict[str, tuple[bool, bool]] = {}  # range name -> (keep, is a step)
+    kept: list[Any] = []
+    has_steps = False
+    for raw, e in zip(raws, events):
+        if e.ph == "M":
+            kept.append(raw)
+            continue
+        if e.ph != "X" or not isinstance(e.cat, str):
+            continue
+        cat = e.cat.lower()
+        if cat in _GPU:
+            kept.append(raw)
+        elif cat in _API:
+            name = e.name if isinstance(e.name, str) else ""
+            corr = e.args.correlation if e.args is not None else None
+            if is_launch(name) or may_block(name) or name.startswith("cudaMemsetAsync") or (
+                    corr is not None and corr in gpu_correlations):
+                kept.append(raw)
+        elif cat in _RANGES and isinstance(e.name, str):
+            verdict = judged.get(e.name)
+            if verdict is None:
+                step = matches_step(e.name, pattern)
+                verdict = judged[e.name] = (
+                    bool(step or phase_of(e.name) or host_collective(e.name)), step)
+            if verdict[0]:
+                kept.append(raw)
+            has_steps = has_steps or verdict[1]
+    return kept, has_steps
+
+
+def _slim_document(data: bytes, options: LoadOptions) -> bytes | None:
+    top = _TOP.decode(data)
+    if "traceEvents" not in top:
+        return None
+    raws = _LIST.decode(top["traceEvents"])
+    if not raws:
+        return None
+    kept, has_steps = _kept_events(raws, _EVENTS.decode(top["traceEvents"]), options)
+    if not has_steps:
+        return None
+    if len(kept) == len(raws):
+        return None  # nothing to cut: the original file is as quick to read
+    parts = [b'{"traceEvents":[', b",".join(bytes(r) for r in kept), b"]"]
+    for key, value in top.items():
+        if key != "traceEvents":
+            parts += [b",", msgspec.json.encode(key), b":", bytes(value)]
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+@contextlib.contextmanager
+def slim_copy(path: str | Path, options: LoadOptions) -> Iterator[Path | None]:
+    """A temporary trace holding only the events a rank summary reads, removed on exit; None
+    when the file is not a torch.profiler trace this reader takes (an nsys export, a trace
+    without step ranges, one too large, or anything it does not recognise)."""
+    path = Path(path)
+    doc = None
+    if msgspec is not None:
+        try:
+            data = _read(path, options)
+            doc = _slim_document(data, options) if data else None
+        except (msgspec.DecodeError, msgspec.ValidationError, OSError, EOFError, zlib.error,
+                AdvisorError, AttributeError, TypeError, KeyError, ValueError):
+            doc = None  # the ordinary loader reads it and says what is wrong, if anything
+    if doc is None:
+        yield None
+        return
+    fd, name = tempfile.mkstemp(prefix="advisor-rank-", suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(doc)
+        del doc
+        yield Path(name)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)

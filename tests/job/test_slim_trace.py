@@ -1,0 +1,87 @@
+"""The job path's slim reader: the summary from the events it keeps equals the whole trace's."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.errors import InputError
+from advisor.ingest.base import LoadOptions, load_trace
+from advisor.job.cluster import summarize_file
+from advisor.job.slim_trace import slim_copy
+from advisor.job.summary import summarize_graph
+from tests.conftest import ROOT, shared
+
+REAL_KINETO = [
+    "hta/nccl_parser_config/nccl_data.json.gz",  # DDP, NCCL < 2.19 kernel names
+    "hta/negative_queue_length_values_check/rank0.json.gz",  # rank 0 of HTA's 16-rank example
+]
+FIXTURES = [
+    "fixtures/public/nanogpt/trace.json.gz",
+    "fixtures/scenarios/host-sync/bad/trace.json.gz",  # host waits on the GPU
+    "fixtures/scenarios/loader-jitter/bad/trace.json.gz",  # a data phase
+]
+
+
+def _trace(name: str) -> Path:
+    return ROOT / name if name.startswith("fixtures/") else shared(name)
+
+
+def _events(path: Path) -> int:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return len(json.load(f)["traceEvents"])
+
+
+def _plain(summaries) -> list[dict]:
+    return [dataclasses.asdict(s) for s in summaries]
+
+
+@pytest.mark.parametrize("name", REAL_KINETO + FIXTURES)
+def test_slim_summary_equals_the_whole_traces(name):
+    path = _trace(name)
+    options = LoadOptions()
+    whole = summarize_graph(load_trace(path, options))
+    with slim_copy(path, options) as slim:
+        assert slim is not None
+        assert _events(slim) < _events(path) / 2  # it leaves out most of the trace
+    assert _plain(summarize_file(str(path), 0, options)) == _plain(whole)
+    assert any(s.steps for s in whole)
+
+
+def test_steps_option_reaches_the_slim_reader():
+    """--steps naming other ranges: the slim reader keeps those ranges, so the steps found are
+    the ones the whole trace gives with the same option."""
+    path = shared("hta/nccl_parser_config/nccl_data.json.gz")
+    options = LoadOptions(step_pattern=r"^DistributedDataParallel\.forward$")
+    whole = summarize_graph(load_trace(path, options))
+    default = summarize_file(str(path), 0, LoadOptions())
+    mine = summarize_file(str(path), 0, options)
+    assert _plain(mine) == _plain(whole)
+    assert [s.host_ns for s in mine[0].steps] != [s.host_ns for s in default[0].steps]
+
+
+def test_traces_it_does_not_take_are_read_whole(tmp_path):
+    # no step ranges: steps come from the launch pattern, which reads every host range
+    assert _no_slim(shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
+    assert _no_slim(shared("nsys-ai/mfu_2gpu_before.sqlite"))  # not JSON
+    bad = tmp_path / "rank0.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "args": 7}]')  # truncated
+    assert _no_slim(bad)
+    with pytest.raises(InputError):  # ... and the ordinary loader says what is wrong
+        summarize_file(str(bad), 0, LoadOptions())
+
+
+def test_unpack_cap_applies_to_the_slim_reader():
+    path = shared("hta/nccl_parser_config/nccl_data.json.gz")
+    with pytest.raises(InputError, match="unpack"):
+        summarize_file(str(path), 0, LoadOptions(max_unpacked_bytes=1 << 20))
+
+
+def _no_slim(path: Path) -> bool:
+    with slim_copy(path, LoadOptions()) as slim:
+        return slim is None
