@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.config import RuleSettings, resolve
+from advisor.engine.host import HostFacts
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph
@@ -42,17 +43,19 @@ def analyze_graph(
     rule_names: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, object]] | None = None,
     settings: RuleSettings | None = None,
+    facts: HostFacts | None = None,
 ) -> Analysis:
     """Run the rules over a graph's steady-state steps. ``settings`` (pyproject.toml and the
     CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
-    same for library callers, applied on top."""
+    same for library callers, applied on top. ``facts``: what `advisor profile` recorded about
+    the host and the script (`advisor.engine.host`)."""
     from advisor.engine.context import analysed_steps
 
     settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
     rules, rule_options = resolve(load_rules(), settings)
     steps = analysed_steps(graph)
     summary = summarize(graph, steps)
-    results = run_rules(graph, rules, rule_options)
+    results = run_rules(graph, rules, rule_options, facts=facts)
     whole = summarize_trace(graph) if not steps else None
     return Analysis(graph, summary, results, whole)
 

@@ -158,8 +158,10 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
         finally:
             session.activate(None)
     state = sess.state
+    # The session's record (steps, host activities, cores, DataLoader settings, frameworks)
+    # beside the trace: the nsys parent reads it; a later `advisor analyze` may too.
+    write_status(opts.out, rank, code, state)
     if opts.nsys_child:
-        write_status(opts.out, rank, code, state)
         return code
     if not recorder.written:
         return _nothing_recorded(opts, state, code, recorder.error)
@@ -219,7 +221,10 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
         raise CaptureError(msg)
     try:
         progress = _progress(opts, rank)
-        analysis = analyze_recorded(trace, recorded, opts, progress)
+        from advisor.engine.host import HostFacts
+
+        facts = HostFacts.from_state(state) if state is not None else None
+        analysis = analyze_recorded(trace, recorded, opts, progress, facts)
         if state is not None:
             from advisor.capture.baseline import apply_measured
             from advisor.capture.steptimes import StepClock
@@ -240,7 +245,7 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
 
 
 def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
-                     progress=None):
+                     progress=None, facts=None):
     """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window."""
     from advisor.commands.analyze import analyze_rules, settings_from_cli
     from advisor.graph.steps import step_number
@@ -262,7 +267,7 @@ def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | No
         graph.steps = kept
         if "steps" in graph.info.totals:
             graph.info.totals["steps"] = len(kept)
-    return analyze_rules(graph, settings, progress)
+    return analyze_rules(graph, settings, progress, facts)
 
 
 def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:

@@ -126,11 +126,11 @@ def run_analysis(trace: Path, load_options: LoadOptions, settings, progress):
     return analyze_rules(graph, settings, progress)
 
 
-def analyze_rules(graph, settings, progress):
+def analyze_rules(graph, settings, progress, facts=None):
     from advisor.analysis import analyze_graph
 
     with progress.stage("running the rules (what-if replay of the steps)") as stage:
-        analysis = analyze_graph(graph, settings=settings)
+        analysis = analyze_graph(graph, settings=settings, facts=facts)
         r = analysis.results
         stage.done(f"rules: {len(r.findings) + len(r.below_threshold)} matches, "
                    f"{len(r.findings)} findings, {len(r.skipped)} not applicable, "

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.effects import merge
+from advisor.engine.framework import FrameworkInfo
+from advisor.engine.host import HostFacts
 from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.model import GpuOpKind, OpGraph
@@ -37,6 +39,7 @@ class RuleResults:
             out.setdefault(x.reason, []).append(x.rule)
         return list(out.items())
     measured_vs_replay: float | None = None  # (replay - measured) / measured, under profile
+    framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
     calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
 
 
@@ -72,10 +75,12 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
     step_ns, after = together("effects")
     _, after_low = together("low_effects")
     _, after_high = together("high_effects")
-    best = min(findings, key=lambda f: f.estimate.predicted_step_ns / f.estimate.step_ns)
+    # A conditional finding's own speedup is its gain after its primary: not a floor here.
+    alone = [f for f in findings if f.conditional_on is None] or list(findings)
+    best = min(alone, key=lambda f: f.estimate.predicted_step_ns / f.estimate.step_ns)
     floor_ratio = best.estimate.predicted_step_ns / best.estimate.step_ns
     after = min(after, step_ns * floor_ratio)
-    after_low = min(after_low, step_ns / max(f.estimate.low for f in findings))
+    after_low = min(after_low, step_ns / max(f.estimate.low for f in alone))
     after_high = min(after_high, after_low, after)
     after_low = max(after_low, after)
 
@@ -98,8 +103,13 @@ def run_rules(
     rules: Sequence[type[Rule]],
     options: Mapping[str, Mapping[str, object]] | None = None,
     min_speedup: float = MIN_SPEEDUP,
+    facts: HostFacts | None = None,
 ) -> RuleResults:
-    ctx = RuleContext(graph, analysed_steps(graph), options or {})
+    """``facts``: what `advisor profile` recorded about the host and the script (cores, the
+    DataLoader, imported frameworks); None for a bare trace."""
+    from advisor.engine import precedence
+
+    ctx = RuleContext(graph, analysed_steps(graph), options or {}, facts or HostFacts())
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     weak: list[Finding] = []
@@ -111,6 +121,7 @@ def run_rules(
         for f in rule_cls().check(graph, ctx):
             (findings if f.estimate.speedup >= min_speedup else weak).append(f)
     findings.sort(key=lambda f: -f.estimate.speedup)
+    findings, weak = precedence.apply(ctx, {r.name: r for r in rules}, findings, weak, min_speedup)
     combined = None
     baseline_error = None
     profiler_overhead = None
@@ -125,6 +136,7 @@ def run_rules(
     results = RuleResults(findings, skipped, combined, len(ctx.steps), baseline_error, weak,
                           profiler_overhead, *unprofiled, ctx.basis,
                           ctx.baseline_step_ns if ctx.steps else None)
+    results.framework = ctx.framework
     if profiler_overhead is not None and ctx.simulation_template is not None:
         results.calibration = ctx.simulation_template.calibration.to_dict()
     return results

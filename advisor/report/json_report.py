@@ -19,7 +19,8 @@ from advisor.engine.step_basis import StepBasis
 from advisor.graph.step_metrics import step_metrics
 from advisor.output_paths import write_atomic
 
-SCHEMA_VERSION = "1.1"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld
+SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
+# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
@@ -67,8 +68,20 @@ def _finding(f: Finding, category: str) -> dict[str, Any]:
             "snippet": f.fix.snippet,
             "kind": f.fix.kind,
             "requires": list(f.fix.requires),
+            "mechanism": f.fix.mechanism,
+            "framework": f.fix.framework,
         },
+        # Causal precedence: the estimate is this fix's gain once that finding is fixed.
+        "conditional_on": f.conditional_on,
+        "explained_by": f.explained,
     }
+
+
+def _framework(fw) -> dict[str, Any] | None:
+    if fw is None:
+        return None
+    return {"name": fw.name, "label": fw.label, "source": fw.source, "evidence": list(fw.evidence),
+            "compiled": fw.compiled, "cuda_graphs": fw.cuda_graphs, "markers": list(fw.markers)}
 
 
 def _detection(basis: StepBasis | None) -> dict[str, Any] | None:
@@ -180,6 +193,7 @@ def to_dict(analysis: Analysis) -> dict[str, Any]:
         # `advisor profile` only: where the whole run's wall time went (null for a bare trace).
         "run": analysis.run.to_dict() if analysis.run is not None else None,
         "warnings": list(analysis.warnings),
+        "framework": _framework(r.framework),
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in s.category_ns.items()},
             "top": [
