@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -78,7 +79,7 @@ def test_declared_fixes_are_checked_at_definition():
             """Doc."""
 
             code, name, category = "TEST901", "only-lightning", Category.HOST
-            mechanisms = {"a-cause": "what it is"}
+            mechanisms = MappingProxyType({"a-cause": "what it is"})
             fixes = (FixVariant("a-cause", "Do it", "x = 1", framework="lightning"),)
 
             def check(self, graph, ctx):
@@ -90,7 +91,7 @@ def test_declared_fixes_are_checked_at_definition():
             """Doc."""
 
             code, name, category = "TEST902", "unknown-framework", Category.HOST
-            mechanisms = {"a-cause": "what it is"}
+            mechanisms = MappingProxyType({"a-cause": "what it is"})
             fixes = (FixVariant("a-cause", "Do it", "x = 1", framework="keras"),)
 
             def check(self, graph, ctx):
