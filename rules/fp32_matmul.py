@@ -98,16 +98,16 @@ class Fp32Matmul(Rule):
             "#           torch.backends.cudnn.allow_tf32 = True"),
         FixVariant(
             "fp32-gemms",
-            "Train in bf16: TrainingArguments(bf16=True, tf32=True) (FP32 GEMMs leave the tensor "
-            "cores idle)",
-            "args = TrainingArguments(..., bf16=True, tf32=True)",
+            "Train in bf16: TrainingArguments(bf16=True) (FP32 GEMMs leave the tensor cores idle)",
+            "args = TrainingArguments(..., bf16=True)     # --bf16 on the command line\n"
+            "# what stays in FP32 then: tf32=True (Ampere and later)",
             framework="hf-trainer", kind="config"),
         FixVariant(
             "fp32-gemms",
             "Train in bf16: Trainer(precision=\"bf16-mixed\") (FP32 GEMMs leave the tensor cores "
             "idle)",
-            "trainer = Trainer(..., precision=\"bf16-mixed\")\n"
-            "torch.set_float32_matmul_precision(\"high\")   # TF32 for what stays in FP32",
+            "trainer = Trainer(..., precision=\"bf16-mixed\")   # --trainer.precision bf16-mixed\n"
+            "# what stays in FP32 then: torch.set_float32_matmul_precision(\"high\") (TF32)",
             framework="lightning", kind="config"),
         FixVariant(
             "fp32-gemms",

@@ -49,8 +49,10 @@ FRAME_PATTERNS = {
     "accelerate": re.compile(r"(?:^|/)accelerate/(?:accelerator|optimizer|data_loader)\.py\("),
 }
 RANGE_PATTERNS = {
-    "lightning": re.compile(r"^\[(?:LightningModule|Strategy|_TrainingEpochLoop|Callback|"
-                            r"LightningDataModule)\]"),
+    # Lightning's profilers: "[pl][profile][Strategy]SingleDeviceStrategy.training_step"
+    # (2.x), "[LightningModule]Model.training_step" (1.x), "[pl][module]..." (module ranges)
+    "lightning": re.compile(r"^(?:\[pl\]\[(?:profile|module)\]|\[(?:LightningModule|Strategy|"
+                            r"_TrainingEpochLoop|Callback|LightningDataModule)\])"),
     "deepspeed": re.compile(r"^DeepSpeed(?:Engine|ZeroOptimizer\w*)\."),
 }
 COMPILED_RANGE = re.compile(r"^(?:Torch-Compiled Region|CompiledFunction|TorchDynamo Cache Lookup)")
