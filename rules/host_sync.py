@@ -84,17 +84,17 @@ class HostSync(Rule):
             "Remove the host syncs from the step: keep values on the GPU, read them every N steps",
             "# find them: torch.cuda.set_sync_debug_mode(\"warn\")\n"
             "loss.backward()\n"
-            "running = running + loss.detach()          # stays on the GPU, no .item()\n"
-            "if step % log_every == 0:\n"
-            "    print(f\"loss {(running / log_every).item():.3f}\")  # one sync per log interval\n"
-            "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)  # no .item() on it\n"
+            "running = running + loss.detach()   # stays on the GPU, no .item()\n"
+            "if step % log_every == 0:           # one sync per log interval\n"
+            "    print(f\"loss {(running / log_every).item():.3f}\")\n"
+            "clip_grad_norm_(model.parameters(), max_norm)   # its result unread\n"
             "# and no torch.cuda.synchronize() in the loop"),
         FixVariant(
             "host-waits",
             "Remove the host syncs from the step: log every N steps (TrainingArguments(logging_steps=N)), "
             "no .item() in compute_loss or callbacks",
-            "args = TrainingArguments(..., logging_steps=50)   # the Trainer syncs the loss to log it\n"
-            "# in a custom compute_loss / callback: return and store tensors, never .item() per step\n"
+            "args = TrainingArguments(..., logging_steps=50)  # syncs to log\n"
+            "# in compute_loss / callbacks: keep tensors, no .item() per step\n"
             "# find them: torch.cuda.set_sync_debug_mode(\"warn\")",
             framework="hf-trainer", kind="config"),
         FixVariant(
@@ -104,8 +104,8 @@ class HostSync(Rule):
             "trainer = Trainer(..., log_every_n_steps=50)\n"
             "def training_step(self, batch, batch_idx):\n"
             "    loss = self.loss_fn(self(batch[0]), batch[1])\n"
-            "    self.log(\"train_loss\", loss.detach())   # a tensor: Lightning reads it when it logs\n"
-            "    return loss                               # no loss.item(), no torch.cuda.synchronize()",
+            "    self.log(\"train_loss\", loss.detach())  # a tensor, read when logged\n"
+            "    return loss           # no loss.item(), no torch.cuda.synchronize()",
             framework="lightning"),
     )
     model = "replay with the listed calls no longer blocking the host"
