@@ -9,6 +9,7 @@ from typing import Any
 
 from advisor.config import RuleSettings, resolve
 from advisor.engine.context import RuleContext, analysed_steps
+from advisor.engine.host import HostFacts
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.graph.model import OpGraph, StepSource
@@ -47,14 +48,16 @@ def analyze_graph(
     rule_names: Sequence[str] | None = None,
     options: Mapping[str, Mapping[str, object]] | None = None,
     settings: RuleSettings | None = None,
+    facts: HostFacts | None = None,
 ) -> Analysis:
     """Run the rules over a graph's steady-state steps. ``settings`` (pyproject.toml and the
     CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
-    same for library callers, applied on top."""
+    same for library callers, applied on top. ``facts``: what `advisor profile` recorded about
+    the host and the script (`advisor.engine.host`)."""
     settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
     rules, rule_options = resolve(load_rules(), settings)
     # One pass: the analysed steps are found once, and the summary and the rules see the same.
-    ctx = RuleContext(graph, analysed_steps(graph), rule_options)
+    ctx = RuleContext(graph, analysed_steps(graph), rule_options, facts or HostFacts())
     summary = summarize(graph, ctx.steps)
     results = run_rules(graph, rules, rule_options, ctx=ctx)
     whole = summarize_trace(graph) if not ctx.steps else None
@@ -77,11 +80,12 @@ def analyze(
     return analysis
 
 
-def analyze_shown(graph: OpGraph, settings: RuleSettings, progress: Any) -> Analysis:
+def analyze_shown(graph: OpGraph, settings: RuleSettings, progress: Any,
+                  facts: HostFacts | None = None) -> Analysis:
     """`analyze_graph`, shown as one stage of a progress display (`advisor.report.progress`:
     anything with ``stage(text)``), as `advisor analyze` and `advisor profile` run it."""
     with progress.stage("running the rules (what-if replay of the steps)") as stage:
-        analysis = analyze_graph(graph, settings=settings)
+        analysis = analyze_graph(graph, settings=settings, facts=facts)
         r = analysis.results
         stage.done(f"rules: {len(r.findings) + len(r.below_threshold)} matches, "
                    f"{len(r.findings)} findings, {len(r.skipped)} not applicable, "

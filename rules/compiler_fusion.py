@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, Effect
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import GpuOp, OpGraph
@@ -72,18 +73,6 @@ class CompilerFusion(Rule):
     loss = model(x, y); loss.backward()           # is its own kernel between the GEMMs
     ```
 
-    Use instead
-    -----------
-    ```python
-    model = torch.compile(GPT(config).cuda())     # HF Trainer: --torch_compile; timm: --torchcompile
-    # Lightning: model = torch.compile(model) before trainer.fit(model)
-    # What breaks the graph (the code around the break stays eager, unfused):
-    #   .item(), .tolist(), print(tensor) in forward  -> log outside forward, every N steps
-    #   if x.sum() > 0: ... (data-dependent branches) -> torch.where / torch.cond
-    #   module hooks added after compile, Python-side hooks -> register before compiling
-    # list the breaks: TORCH_LOGS=graph_breaks python train.py
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with each chain fused: its largest kernel kept, its second
@@ -107,6 +96,45 @@ class CompilerFusion(Rule):
     name = "compiler-fusion"
     category = Category.KERNELS
     status = Status.PREVIEW
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "eager-chains": "elementwise, normalization and softmax kernels run one by one in eager "
+                        "mode, each reading and writing its tensors in HBM",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "eager-chains",
+            "Compile the model with torch.compile to fuse its eager kernel chains (and remove what "
+            "breaks its graph)",
+            "model = torch.compile(model)\n"
+            "# graph breaks keep code eager: .item()/.tolist()/print in forward,\n"
+            "# data-dependent `if` on tensors (use torch.where / torch.cond), hooks\n"
+            "# added after compiling. Find them: TORCH_LOGS=graph_breaks python train.py"),
+        FixVariant(
+            "eager-chains",
+            "Fuse the eager kernel chains: TrainingArguments(torch_compile=True)",
+            "args = TrainingArguments(..., torch_compile=True)\n"
+            "# graph breaks keep code eager; find them: TORCH_LOGS=graph_breaks python train.py",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "eager-chains",
+            "Fuse the eager kernel chains: torch.compile the LightningModule before fit",
+            "model = torch.compile(model)          # the LightningModule\n"
+            "trainer.fit(model, datamodule=dm)\n"
+            "# graph breaks keep code eager; find them: TORCH_LOGS=graph_breaks python train.py",
+            framework="lightning"),
+        FixVariant(
+            "eager-chains",
+            "Fuse the eager kernel chains: Accelerator(dynamo_backend=\"inductor\")",
+            "accelerator = Accelerator(dynamo_backend=\"inductor\")   # compiles in prepare()\n"
+            "model, opt, loader = accelerator.prepare(model, opt, loader)",
+            framework="accelerate"),
+        FixVariant(
+            "eager-chains",
+            "Fuse the eager kernel chains: compile the DeepSpeed engine",
+            "engine, opt, _, _ = deepspeed.initialize(model=model, config=ds_config, ...)\n"
+            "engine.compile()        # torch.compile under DeepSpeed",
+            framework="deepspeed"),
+    )
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -141,14 +169,7 @@ class CompilerFusion(Rule):
                             "launches_removed_per_step": removed / len(steps),
                             **{f"{k}_ns_per_step": per_step(v, steps) for k, v in by_cat.items()}},
             ),
-            fix=Fix(
-                title="Compile the model with torch.compile (and remove what breaks its graph)",
-                snippet=("model = torch.compile(model)\n"
-                         "# graph breaks keep code eager: .item()/.tolist()/print in forward,\n"
-                         "# data-dependent `if` on tensors (use torch.where / torch.cond), hooks\n"
-                         "# added after compiling. Find them: TORCH_LOGS=graph_breaks python train.py"),
-                kind="code",
-            ),
+            mechanism="eager-chains",
             effects=fusion_effects(chains),
             low_effects=fusion_effects(chains, 1.0),
             high_effects=fusion_effects(chains, 0.0),

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, DropOps, RemoveWaits
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Requirement, Rule
 from advisor.graph import api_names
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -98,15 +99,6 @@ class CpuBoundLoss(Rule):
             loss = loss + box_loss(pred[i], targets[i])
     ```
 
-    Use instead
-    -----------
-    ```python
-    mask = targets.sum(dim=1) > 0                # stays on the GPU
-    per_sample = box_loss(pred, targets, reduction="none").sum(dim=1)
-    loss = (per_sample * mask).sum() / mask.sum().clamp(min=1)
-    # then capture the whole step in a CUDA graph (see uncaptured-cuda-graph)
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with the MLPerf fix applied: the loss's host waits removed, the
@@ -130,6 +122,46 @@ class CpuBoundLoss(Rule):
     name = "cpu-bound-loss"
     category = Category.HOST
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "per-sample-loop": "the loss loops over samples in Python, launching the same small "
+                           "kernels once per sample (and syncing to decide what to do next)",
+        "loss-syncs": "the loss moves values to the host (.item(), .cpu(), .tolist(), boolean "
+                      "masks) and the GPU waits for the host's next decision",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "per-sample-loop",
+            "Vectorize the per-sample loss loop over the batch without host syncs, then capture "
+            "the step in a CUDA graph",
+            "mask = targets.sum(dim=1) > 0                # stays on the GPU\n"
+            "per_sample = box_loss(pred, targets, reduction=\"none\").sum(dim=1)\n"
+            "loss = (per_sample * mask).sum() / mask.sum().clamp(min=1)\n"
+            "# then: torch.cuda.graph / make_graphed_callables over the whole step"),
+        FixVariant(
+            "loss-syncs",
+            "Keep the loss's decisions on the GPU (no .item()/.cpu() in the loss), then capture "
+            "the step in a CUDA graph",
+            "valid = targets >= 0                          # a GPU mask, not a host list\n"
+            "loss = torch.where(valid, loss_fn(pred, targets.clamp(min=0), reduction=\"none\"),\n"
+            "                   0).sum() / valid.sum().clamp(min=1)\n"
+            "# no loss.item() / tensor.cpu() / if tensor: ... inside the step"),
+        FixVariant(
+            "per-sample-loop",
+            "Vectorize the per-sample loop of compute_loss over the batch without host syncs",
+            "class MyTrainer(Trainer):\n"
+            "    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):\n"
+            "        out = model(**inputs)\n"
+            "        per_sample = loss_fn(out.logits, inputs[\"labels\"], reduction=\"none\")\n"
+            "        mask = inputs[\"labels\"].ne(-100)            # on the GPU, no .item()\n"
+            "        loss = (per_sample * mask).sum() / mask.sum().clamp(min=1)\n"
+            "        return (loss, out) if return_outputs else loss",
+            framework="hf-trainer"),
+    )
+    model = ("replay with the loss's syncs removed, its per-sample kernels collapsed to one "
+             "launch per distinct kernel, and the step captured as one CUDA graph")
+    assumptions = ("a vectorized kernel over the batch costs about one per-sample kernel",
+                   "the step can be captured once the loss is static")
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -199,17 +231,7 @@ class CpuBoundLoss(Rule):
                     "repeated_kernels_per_step": len(repeats) / n,
                 },
             ),
-            fix=Fix(
-                title="Vectorize the loss without host syncs, then capture the step in a CUDA graph",
-                snippet=("mask = targets.sum(dim=1) > 0            # no .item()\n"
-                         "loss = (loss_fn(pred, targets, reduction='none').sum(1) * mask).sum()\n"
-                         "# then: torch.cuda.graph / make_graphed_callables over the whole step"),
-            ),
+            mechanism="per-sample-loop" if repeats else "loss-syncs",
             effects=[unwait_all, vectorize, capture] if repeats else [unwait_all, capture],
             low_effects=[unwait_all, capture],
-            model=("replay with the loss's syncs removed, its per-sample kernels collapsed to one "
-                   "launch per distinct kernel, and the step captured as one CUDA graph"),
-            assumptions=("a vectorized kernel over the batch costs about one per-sample kernel",
-                         "the step can be captured once the loss is static"),
-            confidence=Confidence.MODELED,
         )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, SetOpDurations
 from advisor.engine.gpus import lookup, trace_gpu
 from advisor.engine.hardware import MIN_KERNEL_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -70,15 +71,6 @@ class Fp32Matmul(Rule):
     loss = loss_fn(model(x), y)
     ```
 
-    Use instead
-    -----------
-    ```python
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = loss_fn(model(x), y)
-    # at least: torch.backends.cuda.matmul.allow_tf32 = True; torch.backends.cudnn.allow_tf32 = True
-    # V100/T4 (no bf16, no TF32): torch.autocast("cuda", dtype=torch.float16) + torch.amp.GradScaler
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with what autocast changes: each FP32 GEMM and FP32 attention
@@ -103,6 +95,71 @@ class Fp32Matmul(Rule):
     name = "fp32-matmul"
     category = Category.PRECISION
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "fp32-gemms": "GEMMs and convolutions run in FP32 on CUDA cores on a GPU with BF16 and "
+                      "TF32 tensor cores (no autocast, TF32 off: PyTorch's default for matmuls)",
+        "fp32-gemms-no-bf16": "GEMMs and convolutions run in FP32 on a GPU whose tensor cores "
+                              "take FP16 only (V100, T4: no BF16, no TF32)",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "fp32-gemms",
+            "Train with bf16 autocast: FP32 GEMMs leave the tensor cores idle (or at least enable TF32)",
+            "with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+            "    loss = loss_fn(model(x), y)\n"
+            "loss.backward(); opt.step()\n"
+            "# at least: torch.backends.cuda.matmul.allow_tf32 = True\n"
+            "#           torch.backends.cudnn.allow_tf32 = True"),
+        FixVariant(
+            "fp32-gemms",
+            "Train in bf16: TrainingArguments(bf16=True) (FP32 GEMMs leave the tensor cores idle)",
+            "args = TrainingArguments(..., bf16=True)     # --bf16 on the command line\n"
+            "# what stays in FP32 then: tf32=True (Ampere and later)",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "fp32-gemms",
+            "Train in bf16: Trainer(precision=\"bf16-mixed\") (FP32 GEMMs leave the tensor cores "
+            "idle)",
+            "trainer = Trainer(..., precision=\"bf16-mixed\")   # --trainer.precision bf16-mixed\n"
+            "# what stays in FP32 then: torch.set_float32_matmul_precision(\"high\") (TF32)",
+            framework="lightning", kind="config"),
+        FixVariant(
+            "fp32-gemms",
+            "Train in bf16: Accelerator(mixed_precision=\"bf16\") (FP32 GEMMs leave the tensor "
+            "cores idle)",
+            "accelerator = Accelerator(mixed_precision=\"bf16\")   # or: accelerate launch "
+            "--mixed_precision bf16\n"
+            "torch.backends.cuda.matmul.allow_tf32 = True",
+            framework="accelerate", kind="config"),
+        FixVariant(
+            "fp32-gemms",
+            "Train in bf16: \"bf16\": {\"enabled\": true} in the DeepSpeed config",
+            "ds_config = {..., \"bf16\": {\"enabled\": True}}\n"
+            "engine, opt, _, _ = deepspeed.initialize(model=model, config=ds_config, ...)",
+            framework="deepspeed", kind="config"),
+        FixVariant(
+            "fp32-gemms-no-bf16",
+            "Train with float16 autocast and a GradScaler (the $gpu has no bf16 or TF32)",
+            "scaler = torch.amp.GradScaler(\"cuda\")\n"
+            "with torch.autocast(\"cuda\", dtype=torch.float16):\n"
+            "    loss = loss_fn(model(x), y)\n"
+            "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()"),
+        FixVariant(
+            "fp32-gemms-no-bf16",
+            "Train in fp16: TrainingArguments(fp16=True) (the $gpu has no bf16 or TF32)",
+            "args = TrainingArguments(..., fp16=True)   # loss scaling included",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "fp32-gemms-no-bf16",
+            "Train in fp16: Trainer(precision=\"16-mixed\") (the $gpu has no bf16 or TF32)",
+            "trainer = Trainer(..., precision=\"16-mixed\")   # loss scaling included",
+            framework="lightning", kind="config"),
+        FixVariant(
+            "fp32-gemms-no-bf16",
+            "Train in fp16: Accelerator(mixed_precision=\"fp16\") (the $gpu has no bf16 or TF32)",
+            "accelerator = Accelerator(mixed_precision=\"fp16\")   # loss scaling included",
+            framework="accelerate", kind="config"),
+    )
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -133,20 +190,6 @@ class Fp32Matmul(Rule):
 
         names = Counter(short_name(o.name) for o in gemms)
         half = gpu.half_dtype
-        if gpu.bf16:
-            title = ("Train with bf16 autocast (or at least enable TF32)" if gpu.tf32
-                     else "Train with bf16 autocast")
-            snippet = ("with torch.autocast('cuda', dtype=torch.bfloat16):\n"
-                       "    loss = loss_fn(model(x), y)\n"
-                       "# HF Trainer: --bf16; Lightning: Trainer(precision='bf16-mixed')"
-                       + ("\n# minimum: torch.backends.cuda.matmul.allow_tf32 = True" if gpu.tf32 else ""))
-        else:
-            title = f"Train with float16 autocast and a GradScaler (the {gpu.name} has no bf16 or TF32)"
-            snippet = ("scaler = torch.amp.GradScaler('cuda')\n"
-                       "with torch.autocast('cuda', dtype=torch.float16):\n"
-                       "    loss = loss_fn(model(x), y)\n"
-                       "scaler.scale(loss).backward(); scaler.step(opt); scaler.update()\n"
-                       "# HF Trainer: --fp16; Lightning: Trainer(precision='16-mixed')")
         yield ctx.finding(
             type(self),
             message=(f"{len(gemms) / len(steps):.0f} FP32 GEMM/conv kernels per step without tensor "
@@ -162,7 +205,8 @@ class Fp32Matmul(Rule):
                                 per_step(sum(o.duration_ns for o in attention), steps),
                             "fp32_to_16bit_ratio": ratio},
             ),
-            fix=Fix(title=title, snippet=snippet),
+            mechanism="fp32-gemms" if gpu.bf16 else "fp32-gemms-no-bf16",
+            params={"gpu": gpu.name},
             effects=effects(ratio, 0),
             low_effects=effects(low_ratio, 1),
             high_effects=effects(ratio, 2),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.rules.compiler_fusion import fusion_effects
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import Effect, SetOpDurations
 from advisor.engine.gpus import GpuSpec, trace_gpu
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -75,15 +76,6 @@ class Fp8Candidate(Rule):
         y = mlp(x)                         # BF16 GEMMs dominate the step
     ```
 
-    Use instead
-    -----------
-    ```python
-    from torchao.float8 import convert_to_float8_training
-    convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != "lm_head")
-    model = torch.compile(model)             # required: eager FP8 casts cost more than FP8 saves
-    # or Transformer Engine's fused modules (te.Linear, te.LayerNormMLP under te.fp8_autocast)
-    ```
-
     Speedup model
     -------------
     The route the user needs: an eager step gets the compiled route (FP8 with torch.compile), and
@@ -109,6 +101,41 @@ class Fp8Candidate(Rule):
     name = "fp8-candidate"
     category = Category.PRECISION
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "eager-model": "large 16-bit GEMMs in an eager model: FP8 pays only compiled, since "
+                       "eager FP8 casts cost more than FP8 saves",
+        "compiled-model": "large 16-bit GEMMs in a compiled model, whose casts the compiler fuses",
+        "te-modules": "large 16-bit GEMMs next to Transformer Engine modules, whose FP8 casts "
+                      "are fused",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "eager-model",
+            "Train the large GEMMs in FP8 with torchao float8, compiled (never eager)",
+            "from torchao.float8 import convert_to_float8_training\n"
+            "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != \"lm_head\")\n"
+            "model = torch.compile(model)  # required: eager FP8 casts cost more than FP8 saves"),
+        FixVariant(
+            "compiled-model",
+            "Train the large GEMMs in FP8 with torchao float8 before compiling",
+            "from torchao.float8 import convert_to_float8_training\n"
+            "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != \"lm_head\")\n"
+            "model = torch.compile(model)"),
+        FixVariant(
+            "te-modules",
+            "Run the remaining large GEMMs in FP8 through Transformer Engine's modules",
+            "import transformer_engine.pytorch as te\n"
+            "layer = te.Linear(in_features, out_features)\n"
+            "with te.fp8_autocast(enabled=True):\n"
+            "    y = layer(x)"),
+        FixVariant(
+            "te-modules",
+            "Run the large GEMMs in FP8 through Transformer Engine: "
+            "Trainer(plugins=TransformerEnginePrecision(...))",
+            "from lightning.pytorch.plugins import TransformerEnginePrecision\n"
+            "trainer = Trainer(..., plugins=TransformerEnginePrecision(weights_dtype=torch.bfloat16))",
+            framework="lightning", kind="config"),
+    )
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -170,7 +197,9 @@ class Fp8Candidate(Rule):
                             "fp8_cast_eager_ns_per_step": per_step(cast_eager, steps),
                             "gain_over_route_baseline": gain},
             ),
-            fix=_fix(route),
+            mechanism={"compile": "eager-model", "compiled": "compiled-model",
+                       "transformer-engine": "te-modules"}[route],
+            requires=("compiler-fusion",) if route == "compile" else (),
             effects=fp8(factor, cast_fused),
             low_effects=fp8(max(factor, 0.6), cast_fused * 1.2),
             high_effects=fp8(min(factor, 0.5), cast_fused * 0.8),
@@ -197,19 +226,3 @@ def _fp8_durations(gemms: list[GpuOp], factor: float, cast_ns: float) -> SetOpDu
     net = max(0.0, total * (1 - factor) - cast_ns)
     keep = 1 - net / total if total else 1.0
     return SetOpDurations(tuple((o.id, int(o.duration_ns * keep)) for o in gemms))
-
-
-def _fix(route: str) -> Fix:
-    if route == "transformer-engine":
-        return Fix(title="Run the remaining large GEMMs in FP8 through Transformer Engine's modules",
-                   snippet=("import transformer_engine.pytorch as te\n"
-                            "layer = te.Linear(in_features, out_features)\n"
-                            "with te.fp8_autocast(enabled=True):\n    y = layer(x)"))
-    snippet = ("from torchao.float8 import convert_to_float8_training\n"
-               "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: fqn != 'lm_head')\n")
-    if route == "compile":
-        return Fix(title="Train the large GEMMs in FP8 with torchao float8, compiled (never eager)",
-                   snippet=snippet + "model = torch.compile(model)  # required: eager FP8 is slower",
-                   requires=("compiler-fusion",))
-    return Fix(title="Train the large GEMMs in FP8 with torchao float8 before compiling",
-               snippet=snippet + "model = torch.compile(model)")

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import RemoveWaits
-from advisor.engine.rule import Category, Confidence, Finding, Fix, Requirement, Rule, Status
+from advisor.engine.rule import Category, Confidence, Finding, FixVariant, Requirement, Rule, Status
 from advisor.engine.rule import Evidence as Ev
 from advisor.graph import api_names
 from advisor.graph.kernels import short_name
@@ -48,17 +49,6 @@ class HostSync(Rule):
         ...
     ```
 
-    Use instead
-    -----------
-    ```python
-    loss = model(x).loss
-    loss.backward()
-    running = running + loss.detach()          # stays on the GPU
-    if step % log_every == 0:
-        print(f"loss {(running / log_every).item():.3f}")  # one sync per log interval
-    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm, error_if_nonfinite=False)
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with those calls no longer waiting (each costs the ~1.5 µs of a
@@ -83,6 +73,45 @@ class HostSync(Rule):
     category = Category.HOST
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "host-waits": "the host blocks on the GPU inside the step (.item(), .cpu(), "
+                      "torch.cuda.synchronize(), printing or checking tensors), so it cannot "
+                      "queue the next work ahead",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "host-waits",
+            "Remove the host syncs from the step: keep values on the GPU, read them every N steps",
+            "# find them: torch.cuda.set_sync_debug_mode(\"warn\")\n"
+            "loss.backward()\n"
+            "running = running + loss.detach()   # stays on the GPU, no .item()\n"
+            "if step % log_every == 0:           # one sync per log interval\n"
+            "    print(f\"loss {(running / log_every).item():.3f}\")\n"
+            "clip_grad_norm_(model.parameters(), max_norm)   # its result unread\n"
+            "# and no torch.cuda.synchronize() in the loop"),
+        FixVariant(
+            "host-waits",
+            "Remove the host syncs from the step: log every N steps (TrainingArguments(logging_steps=N)), "
+            "no .item() in compute_loss or callbacks",
+            "args = TrainingArguments(..., logging_steps=50)  # syncs to log\n"
+            "# in compute_loss / callbacks: keep tensors, no .item() per step\n"
+            "# find them: torch.cuda.set_sync_debug_mode(\"warn\")",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "host-waits",
+            "Remove the host syncs from the step: log tensors every N steps (Trainer(log_every_n_steps=N)), "
+            "no .item() in training_step",
+            "trainer = Trainer(..., log_every_n_steps=50)\n"
+            "def training_step(self, batch, batch_idx):\n"
+            "    loss = self.loss_fn(self(batch[0]), batch[1])\n"
+            "    self.log(\"train_loss\", loss.detach())  # a tensor, read when logged\n"
+            "    return loss           # no loss.item(), no torch.cuda.synchronize()",
+            framework="lightning"),
+    )
+    model = "replay with the listed calls no longer blocking the host"
+    assumptions = ("the synced values are not needed by the host every step",
+                   "host work per step is unchanged")
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -117,16 +146,7 @@ class HostSync(Rule):
                 quantities={"syncs_per_step": len(waits) / n,
                             "host_wait_ns_per_step": per_step(total_wait, steps)},
             ),
-            fix=Fix(
-                title="Remove synchronizations from the step; keep values on the GPU",
-                snippet=("# find them: torch.cuda.set_sync_debug_mode('warn')\n"
-                         "# drop torch.cuda.synchronize(); log loss.detach() accumulated on the GPU\n"
-                         "# and call .item() every N steps; use clip_grad_norm_ without .item()"),
-            ),
+            mechanism="host-waits",
             effects=[RemoveWaits(tuple(w.call.id for w in waits))],
             low_effects=[RemoveWaits(tuple(w.call.id for w in hard))],
-            model="replay with the listed calls no longer blocking the host",
-            assumptions=("the synced values are not needed by the host every step",
-                         "host work per step is unchanged"),
-            confidence=Confidence.MODELED,
         )

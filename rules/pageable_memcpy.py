@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import OverlapOps, RemoveWaits, SetOpDurations
 from advisor.engine.hardware import PINNED_H2D_BYTES_PER_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Requirement, Rule, Status
 from advisor.graph import api_names
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops
@@ -55,16 +56,6 @@ class PageableMemcpy(Rule):
     x = x.cuda()                         # staged, blocking copy
     ```
 
-    Use instead
-    -----------
-    ```python
-    loader = DataLoader(ds, pin_memory=True, num_workers=4)   # pinned batches
-    copy_stream = torch.cuda.Stream()
-    with torch.cuda.stream(copy_stream):                       # prefetch the next batch
-        nxt = batch.cuda(non_blocking=True)
-    torch.cuda.current_stream().wait_stream(copy_stream); nxt.record_stream(torch.cuda.current_stream())
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with each host-to-device copy at the pinned bandwidth (the
@@ -89,6 +80,42 @@ class PageableMemcpy(Rule):
     category = Category.INPUT
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.COPIES)
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "pageable-copies": "host-device copies from pageable (unpinned) memory or with a blocking "
+                           "call: staged through a driver buffer at a fraction of the bus "
+                           "bandwidth, and the host waits for each",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "pageable-copies",
+            "Copy from pinned memory with non_blocking=True, prefetched on a side stream",
+            "loader = DataLoader(ds, pin_memory=True, num_workers=4)   # pinned batches\n"
+            "copy_stream = torch.cuda.Stream()\n"
+            "with torch.cuda.stream(copy_stream):                       # prefetch the next batch\n"
+            "    nxt = batch.cuda(non_blocking=True)\n"
+            "torch.cuda.current_stream().wait_stream(copy_stream)\n"
+            "nxt.record_stream(torch.cuda.current_stream())"),
+        FixVariant(
+            "pageable-copies",
+            "Pin the Trainer's batches: TrainingArguments(dataloader_pin_memory=True), no host "
+            "copies in the model",
+            "args = TrainingArguments(..., dataloader_pin_memory=True,   # the Trainer copies\n"
+            "                         dataloader_num_workers=4)           # with non_blocking\n"
+            "# in forward/compute_loss: no tensor.cpu() / .numpy(); build tensors on the device",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "pageable-copies",
+            "Return a pinned DataLoader from train_dataloader(); Lightning copies it non-blocking",
+            "def train_dataloader(self):\n"
+            "    return DataLoader(self.train_set, batch_size=self.batch_size,\n"
+            "                      pin_memory=True, num_workers=4)\n"
+            "# in training_step: no tensor.cpu() / .numpy(); create tensors with device=self.device",
+            framework="lightning"),
+    )
+    model = "replay with copies at pinned bandwidth, asynchronous, prefetched on a side stream"
+    assumptions = ("pinned host-to-device bandwidth $bandwidth GB/s",
+                   "the batch for step N+1 is known during step N")
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -134,17 +161,8 @@ class PageableMemcpy(Rule):
                             "achieved_gb_per_s": achieved, "pinned_gb_per_s": bw,
                             "device_to_host_copies_per_step": len(d2h) / len(steps)},
             ),
-            fix=Fix(
-                title="Copy from pinned memory with non_blocking=True, prefetched on a side stream",
-                snippet=("loader = DataLoader(ds, pin_memory=True)\n"
-                         "with torch.cuda.stream(copy_stream):\n"
-                         "    nxt = batch.cuda(non_blocking=True)   # overlaps this step\n"
-                         "torch.cuda.current_stream().wait_stream(copy_stream)"),
-            ),
+            mechanism="pageable-copies",
+            params={"bandwidth": f"{bw:.1f}"},
             effects=effects,
             low_effects=[RemoveWaits(calls), SetOpDurations(pinned_ns)],
-            model="replay with copies at pinned bandwidth, asynchronous, prefetched on a side stream",
-            assumptions=(f"pinned host-to-device bandwidth {bw:.1f} GB/s",
-                         "the batch for step N+1 is known during step N"),
-            confidence=Confidence.MODELED,
         )

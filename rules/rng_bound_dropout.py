@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
 from advisor.graph.kernels import KernelCategory, classify_name, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
@@ -64,16 +65,6 @@ class RngBoundDropout(Rule):
     x = x + F.dropout(h, p=0.1, training=True)   # dropout kernel + add kernel
     ```
 
-    Use instead
-    -----------
-    ```python
-    @torch.compile                                 # one Triton kernel: RNG inside
-    def dropout_add(h, x, p: float):
-        return x + F.dropout(h, p=p, training=True)
-    x = dropout_add(self.fc2(F.gelu(self.fc1(x))), x, 0.1)
-    # attention dropout: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with the standalone RNG kernels removed: their random numbers
@@ -95,6 +86,36 @@ class RngBoundDropout(Rule):
     name = "rng-bound-dropout"
     category = Category.KERNELS
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "standalone-rng": "dropout runs as its own kernels (Philox random numbers, a mask, a "
+                          "multiply), each reading and writing the whole activation",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "standalone-rng",
+            "Generate dropout's random numbers inside the neighbouring kernel (torch.compile, "
+            "SDPA dropout)",
+            "@torch.compile                                 # one Triton kernel: RNG inside\n"
+            "def dropout_add(h, x, p: float):\n"
+            "    return x + F.dropout(h, p=p, training=True)\n"
+            "x = dropout_add(self.fc2(F.gelu(self.fc1(x))), x, 0.1)\n"
+            "# attention dropout: F.scaled_dot_product_attention(q, k, v, dropout_p=0.1)"),
+        FixVariant(
+            "standalone-rng",
+            "Fuse dropout's random numbers into its neighbours: TrainingArguments(torch_compile=True)",
+            "args = TrainingArguments(..., torch_compile=True)\n"
+            "# and fused attention dropout: from_pretrained(..., attn_implementation=\"sdpa\")",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "standalone-rng",
+            "Fuse dropout's random numbers into its neighbours: torch.compile the LightningModule",
+            "model = torch.compile(model)          # the LightningModule, before trainer.fit\n"
+            "trainer.fit(model, datamodule=dm)",
+            framework="lightning"),
+    )
+    model = "replay with the standalone RNG kernels fused away"
+    assumptions = ("the fused kernel's extra RNG work hides under its memory traffic",)
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -117,15 +138,7 @@ class RngBoundDropout(Rule):
                 quantities={"rng_kernels_per_step": len(rng) / len(steps),
                             "rng_ns_per_step": per_step(total, steps), "rng_share": share},
             ),
-            fix=Fix(
-                title="Generate dropout's random numbers inside the neighbouring kernel",
-                snippet=("@torch.compile\ndef dropout_add(h, x, p: float):\n"
-                         "    return x + F.dropout(h, p=p, training=True)\n"
-                         "# attention: F.scaled_dot_product_attention(q, k, v, dropout_p=p)"),
-            ),
+            mechanism="standalone-rng",
             effects=[DropOps(ids)],
             low_effects=[DropOps(ids, RNG_KEEP_LOW)],
-            model="replay with the standalone RNG kernels fused away",
-            assumptions=("the fused kernel's extra RNG work hides under its memory traffic",),
-            confidence=Confidence.MODELED,
         )

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, RemoveWaits
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Requirement, Rule, Status
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Evidence,
+    Finding,
+    FixVariant,
+    Requirement,
+    Rule,
+    Status,
+)
 from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS, LONG_HOST_WORK_NS
 from advisor.graph import api_names
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -89,30 +99,6 @@ class UncapturedCudaGraph(Rule):
         opt.step(); opt.zero_grad()
     ```
 
-    Use instead
-    -----------
-    ```python
-    static_x, static_y = x.clone(), y.clone()           # fixed shapes and addresses
-    opt = torch.optim.AdamW(model.parameters(), capturable=True)
-    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):                           # warm up on a side stream
-        for _ in range(3):
-            opt.zero_grad(set_to_none=True)
-            loss_fn(model(static_x), static_y).backward(); opt.step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    opt.zero_grad(set_to_none=True)
-    with torch.cuda.graph(g):
-        static_loss = loss_fn(model(static_x), static_y)
-        static_loss.backward(); opt.step()
-    for x, y in loader:
-        static_x.copy_(x, non_blocking=True); static_y.copy_(y, non_blocking=True)
-        g.replay()
-    # or: torch.compile(model, mode="reduce-overhead"); or make_graphed_callables(model, (x,))
-    ```
-    First make the step static: no host syncs (`host-sync`, `cpu-bound-loss`), fixed shapes,
-    no data-dependent control flow, no allocation that changes address between steps.
-
     Speedup model
     -------------
     Replay of the analysed steps with each step (without its data phases, wherever they nest)
@@ -138,6 +124,63 @@ class UncapturedCudaGraph(Rule):
     category = Category.HOST
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "launch-bound": "the host launches kernels one by one and the GPU runs each faster than "
+                        "the next launch arrives; first make the step static (no host syncs, "
+                        "fixed shapes, no data-dependent control flow, no allocation that changes "
+                        "address between steps)",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "launch-bound",
+            "Capture the launch-bound step in a CUDA graph and replay it",
+            "static_x, static_y = x.clone(), y.clone()           # fixed shapes and addresses\n"
+            "opt = torch.optim.AdamW(model.parameters(), capturable=True)\n"
+            "s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())\n"
+            "with torch.cuda.stream(s):                           # warm up on a side stream\n"
+            "    for _ in range(3):\n"
+            "        opt.zero_grad(set_to_none=True)\n"
+            "        loss_fn(model(static_x), static_y).backward(); opt.step()\n"
+            "torch.cuda.current_stream().wait_stream(s)\n"
+            "g = torch.cuda.CUDAGraph()\n"
+            "opt.zero_grad(set_to_none=True)\n"
+            "with torch.cuda.graph(g):\n"
+            "    static_loss = loss_fn(model(static_x), static_y)\n"
+            "    static_loss.backward(); opt.step()\n"
+            "for x, y in loader:\n"
+            "    static_x.copy_(x, non_blocking=True); static_y.copy_(y, non_blocking=True)\n"
+            "    g.replay()\n"
+            "# or: model = torch.compile(model, mode=\"reduce-overhead\"); or make_graphed_callables"),
+        FixVariant(
+            "launch-bound",
+            "Compile with CUDA graphs: TrainingArguments(torch_compile=True, "
+            "torch_compile_mode=\"reduce-overhead\")",
+            "args = TrainingArguments(..., torch_compile=True,\n"
+            "                         torch_compile_mode=\"reduce-overhead\")  # CUDA graphs",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "launch-bound",
+            "Compile the LightningModule with mode=\"reduce-overhead\" (CUDA graphs) before fit",
+            "model = torch.compile(model, mode=\"reduce-overhead\")   # the LightningModule\n"
+            "trainer.fit(model, datamodule=dm)",
+            framework="lightning"),
+        FixVariant(
+            "launch-bound",
+            "Compile with CUDA graphs through accelerate's dynamo plugin (mode=\"reduce-overhead\")",
+            "from accelerate.utils import TorchDynamoPlugin\n"
+            "accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend=\"inductor\",\n"
+            "                                                          mode=\"reduce-overhead\"))",
+            framework="accelerate"),
+    )
+    explained_by: ClassVar[Mapping[str, str]] = {
+        "loader-jitter": "the GPU idles while the step waits for its input",
+        "cpu-bound-loss": "the loss's host work and syncs leave the GPU idle",
+        "host-sync": "the host waits in syncs inside the step",
+    }
+    model = "replay with each step after its data phase as one CUDA graph launch"
+    assumptions = ("the step can be made static (shapes, addresses, no host syncs)",
+                   "kernel durations are unchanged by capture")
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -167,8 +210,8 @@ class UncapturedCudaGraph(Rule):
         yield ctx.finding(
             type(self),
             message=(f"launch-bound: {len(kernels) / len(steps):.0f} kernels per step, median "
-                     f"{median_kernel / 1e3:.1f} µs, GPU idle {idle_share:.0%} of the step "
-                     f"({gap_share:.0%} in launch gaps), no CUDA graph"),
+                     f"{median_kernel / 1e3:.1f} µs; the GPU idles {gap_share:.0%} of the step in "
+                     f"launch gaps ({idle_share:.0%} idle in all), no CUDA graph"),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 api_calls=tuple(sorted({c.name for c in launches})),
@@ -182,21 +225,10 @@ class UncapturedCudaGraph(Rule):
                     "launch_gap_idle_share": gap_share,
                 },
             ),
-            fix=Fix(
-                title="Capture the step in a CUDA graph and replay it",
-                snippet=("g = torch.cuda.CUDAGraph()\nwith torch.cuda.graph(g):\n"
-                         "    static_loss = loss_fn(model(static_x), static_y)\n"
-                         "    static_loss.backward(); opt.step()   # opt built with capturable=True\n"
-                         "# per step: static_x.copy_(x); static_y.copy_(y); g.replay()\n"
-                         "# or: model = torch.compile(model, mode='reduce-overhead')"),
-                requires=("host-sync",) if waits else (),
-            ),
+            mechanism="launch-bound",
+            requires=("host-sync",) if waits else (),
             effects=effects,
             low_effects=[*unwait, CaptureGraph(tuple(regions), 2 * GRAPH_LAUNCH_NS, 2 * GRAPH_NODE_GAP_NS)],
             high_effects=[*unwait,
                           CaptureGraph(tuple(regions), GRAPH_LAUNCH_NS // 2, GRAPH_NODE_GAP_NS // 2)],
-            model="replay with each step after its data phase as one CUDA graph launch",
-            assumptions=("the step can be made static (shapes, addresses, no host syncs)",
-                         "kernel durations are unchanged by capture"),
-            confidence=Confidence.MODELED,
         )

@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, SetOpDurations
 from advisor.engine.hardware import FLASH_TO_UNFUSED_GEMM_FACTOR
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule
 from advisor.graph.kernels import (
     KernelCategory,
     base_name,
@@ -153,13 +154,6 @@ class UnfusedAttention(Rule):
     out = torch.softmax(scores, dim=-1) @ v
     ```
 
-    Use instead
-    -----------
-    ```python
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True)
-    # flash / cuDNN / memory-efficient kernels, chosen per shape and dtype
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with the kernels between the attention matmuls removed (the
@@ -183,6 +177,29 @@ class UnfusedAttention(Rule):
     code = "KERN002"
     name = "unfused-attention"
     category = Category.KERNELS
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "materialized-scores": "attention computed as matmul, mask/scale/softmax kernels and "
+                               "matmul over the full S x S score matrix in memory",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "materialized-scores",
+            "Use fused attention: F.scaled_dot_product_attention",
+            "out = F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True,\n"
+            "                                     dropout_p=p if self.training else 0.0)\n"
+            "# flash / cuDNN / memory-efficient kernels, chosen per shape and dtype"),
+        FixVariant(
+            "materialized-scores",
+            "Load the model with fused attention: from_pretrained(..., attn_implementation=\"sdpa\")",
+            "model = AutoModelForCausalLM.from_pretrained(name, attn_implementation=\"sdpa\")\n"
+            "# or \"flash_attention_2\" with flash-attn installed (bf16/fp16)",
+            framework="hf-trainer"),
+    )
+    model = ("replay with the softmax/mask/scale kernels between the attention matmuls "
+             "removed and those matmuls at the measured fused-attention time")
+    assumptions = (f"fused attention takes {FLASH_TO_UNFUSED_GEMM_FACTOR:g} of the time of the "
+                   "score/context matmuls it replaces (H100, measured)",)
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -212,15 +229,7 @@ class UnfusedAttention(Rule):
                             "unfused_ns_per_step": per_step(total, steps),
                             "unfused_share": total / step_total if step_total else 0.0},
             ),
-            fix=Fix(
-                title="Use fused attention: F.scaled_dot_product_attention",
-                snippet="out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=p)",
-            ),
+            mechanism="materialized-scores",
             effects=[DropOps(ids), flash],
             low_effects=[DropOps(ids, KEEP_LOW)],
-            model=("replay with the softmax/mask/scale kernels between the attention matmuls "
-                   "removed and those matmuls at the measured fused-attention time"),
-            assumptions=(f"fused attention takes {FLASH_TO_UNFUSED_GEMM_FACTOR:g} of the time of the "
-                         "score/context matmuls it replaces (H100, measured)",),
-            confidence=Confidence.MODELED,
         )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, Fix, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
 from advisor.graph.kernels import KernelCategory, classify, is_gelu, short_name
 from advisor.graph.model import OpGraph
 from advisor.graph.queries import inside, per_step, steps_ops, stream_sequences
@@ -41,19 +42,6 @@ class UnfusedGemmGelu(Rule):
     h = F.gelu(F.linear(x, w1, b1))      # GEMM kernel, then a GELU kernel
     ```
 
-    Use instead
-    -----------
-    ```python
-    # Transformer Engine fuses GELU (forward) and dGELU (backward) into cuBLASLt epilogues:
-    mlp = te.LayerNormMLP(hidden, ffn, activation="gelu")
-    # PyTorch alone: the epilogue where autograd is off (eval, or the first pass of
-    # activation checkpointing; torch._addmm_activation has no backward):
-    if not torch.is_grad_enabled():
-        h = torch._addmm_activation(b1, x2d, w1.t(), use_gelu=True)
-    else:
-        h = F.gelu(F.linear(x, w1, b1))
-    ```
-
     Speedup model
     -------------
     Replay of the analysed steps with the forward GELU kernels that follow a GEMM removed (the
@@ -76,6 +64,26 @@ class UnfusedGemmGelu(Rule):
     name = "unfused-gemm-gelu"
     category = Category.KERNELS
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "separate-activation": "each GELU runs as its own kernel after the GEMM that produced its "
+                               "input, reading and writing the activation once more",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "separate-activation",
+            "Fuse GELU into the GEMM epilogue",
+            "# Transformer Engine fuses GELU (forward) and dGELU (backward) into cuBLASLt epilogues:\n"
+            "mlp = te.LayerNormMLP(hidden, ffn, activation=\"gelu\")\n"
+            "# PyTorch alone: the epilogue where autograd is off (eval, or the first pass of\n"
+            "# activation checkpointing; torch._addmm_activation has no backward):\n"
+            "if not torch.is_grad_enabled():\n"
+            "    h = torch._addmm_activation(b1, x2d, w1.t(), use_gelu=True)\n"
+            "else:\n"
+            "    h = F.gelu(F.linear(x, w1, b1))"),
+    )
+    model = "replay with the forward GELU kernels folded into their GEMM's epilogue"
+    assumptions = ("the epilogue's GELU costs nothing measurable in the GEMM",)
+    confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -110,15 +118,7 @@ class UnfusedGemmGelu(Rule):
                 quantities={"gemm_gelu_pairs_per_step": len(gelus) / len(steps),
                             "gelu_ns_per_step": per_step(total, steps)},
             ),
-            fix=Fix(
-                title="Fuse GELU into the GEMM epilogue",
-                snippet=("mlp = te.LayerNormMLP(hidden, ffn, activation='gelu')  # Transformer Engine\n"
-                         "# or, where autograd is off (eval, checkpointed first pass):\n"
-                         "h = torch._addmm_activation(b1, x2d, w1.t(), use_gelu=True)"),
-            ),
+            mechanism="separate-activation",
             effects=[DropOps(ids)],
             low_effects=[DropOps(ids, EPILOGUE_KEEP)],
-            model="replay with the forward GELU kernels folded into their GEMM's epilogue",
-            assumptions=("the epilogue's GELU costs nothing measurable in the GEMM",),
-            confidence=Confidence.MODELED,
         )

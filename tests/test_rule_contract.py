@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
-from advisor.engine.docs import rule_markdown
+from advisor.engine.docs import frameworks_markdown, rule_markdown, with_readme_table
 from advisor.engine.registry import load_rules
-from advisor.engine.rule import CODE_RE, DOC_SECTIONS, NAME_RE, Category, Requirement, Rule
+from advisor.engine.rule import CODE_RE, DOC_SECTIONS, NAME_RE, Category, FixVariant, Requirement, Rule
 
 RULES = load_rules()
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "rules"
 ISSUE_RULES = {
     "cpu-bound-loss", "loader-jitter", "rng-bound-dropout", "unfused-attention", "unfused-gemm-gelu",
     "uncaptured-cuda-graph", "pageable-memcpy", "host-sync", "fp32-matmul", "fp8-candidate",
@@ -37,13 +39,63 @@ def test_rule_metadata_is_well_formed(rule: type[Rule]):
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
-def test_docstring_has_every_section_in_order(rule: type[Rule]):
-    sections = list(rule.doc_sections())
+def test_docs_have_every_section_in_order(rule: type[Rule]):
+    sections = list(rule.documented_sections())
     assert sections == list(DOC_SECTIONS), f"{rule.name}: sections {sections}"
-    for title, body in rule.doc_sections().items():
+    for title, body in rule.documented_sections().items():
         assert body.strip(), f"{rule.name}: section {title!r} is empty"
-    assert "```" in rule.doc_sections()["Example"]
-    assert "```" in rule.doc_sections()["Use instead"]
+    assert "```" in rule.documented_sections()["Example"]
+    assert "```" in rule.documented_sections()["Use instead"]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_the_fix_is_written_once_as_declared_data(rule: type[Rule]):
+    """"Use instead" is generated from the declared fixes, never a second copy in the docstring;
+    every mechanism has a plain-PyTorch fix and the title of each variant differs by framework
+    (a framework's variant that repeated plain PyTorch's would be no variant)."""
+    assert "Use instead" not in rule.doc_sections()
+    assert rule.fixes and all(isinstance(v, FixVariant) for v in rule.fixes)
+    for mechanism in rule.mechanisms:
+        variants = [v for v in rule.fixes if v.mechanism == mechanism]
+        assert any(v.framework == "pytorch" for v in variants)
+        assert len({v.title for v in variants}) == len(variants), (rule.name, mechanism)
+        for v in variants:
+            assert v.snippet.strip() and v.title[0].isupper()
+
+
+def test_frameworks_table_and_readme_table_are_current():
+    page = ROOT / "docs" / "frameworks.md"
+    assert page.read_text(encoding="utf-8") == frameworks_markdown(RULES), (
+        "docs/frameworks.md is stale: run advisor rules --write-docs docs/rules")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert readme == with_readme_table(readme, RULES), (
+        "README.md's rules table is stale: run advisor rules --write-docs docs/rules")
+
+
+def test_declared_fixes_are_checked_at_definition():
+    with pytest.raises(TypeError, match="no plain-PyTorch fix"):
+
+        class OnlyLightning(Rule):
+            """Doc."""
+
+            code, name, category = "TEST901", "only-lightning", Category.HOST
+            mechanisms = MappingProxyType({"a-cause": "what it is"})
+            fixes = (FixVariant("a-cause", "Do it", "x = 1", framework="lightning"),)
+
+            def check(self, graph, ctx):
+                return ()
+
+    with pytest.raises(TypeError, match="unknown framework"):
+
+        class UnknownFramework(Rule):
+            """Doc."""
+
+            code, name, category = "TEST902", "unknown-framework", Category.HOST
+            mechanisms = MappingProxyType({"a-cause": "what it is"})
+            fixes = (FixVariant("a-cause", "Do it", "x = 1", framework="keras"),)
+
+            def check(self, graph, ctx):
+                return ()
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)

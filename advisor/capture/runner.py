@@ -173,8 +173,10 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     state = sess.state
     if state.stopped_after_window:
         code = after_window.stopped(code)
+    # The session's record (steps, host activities, cores, DataLoader settings, frameworks)
+    # beside the trace: the nsys parent reads it; a later `advisor analyze` may too.
+    write_status(opts.out, rank, code, state)
     if opts.nsys_child:
-        write_status(opts.out, rank, code, state)
         return code
     if not recorder.written:
         return _nothing_recorded(opts, state, code, recorder.error)
@@ -245,7 +247,10 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
         raise CaptureError(msg)
     try:
         progress = _progress(opts, rank)
-        analysis = analyze_recorded(trace, recorded, opts, progress)
+        from advisor.engine.host import HostFacts
+
+        facts = HostFacts.from_state(state) if state is not None else None
+        analysis = analyze_recorded(trace, recorded, opts, progress, facts)
         if state is not None:
             from advisor.capture.baseline import apply_measured
             from advisor.capture.steptimes import StepClock
@@ -266,9 +271,10 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
 
 
 def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
-                     progress=None):
+                     progress=None, facts=None):
     """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window
-    (a load option: `advisor.ingest.base.LoadOptions.recorded_steps`)."""
+    (a load option: `advisor.ingest.base.LoadOptions.recorded_steps`); ``facts``: what the
+    session recorded about the host and the script (`advisor.engine.host`)."""
     from advisor.analysis import analyze_shown
     from advisor.config import settings_from_flags
     from advisor.ingest.base import LoadOptions, load_trace
@@ -283,7 +289,7 @@ def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | No
         graph = load_trace(trace, load)
         stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, "
                    f"{len(graph.steps)} steps found")
-    analysis = analyze_shown(graph, settings, progress)
+    analysis = analyze_shown(graph, settings, progress, facts)
     analysis.source_roots = [r for r in (opts.source_root, Path.cwd()) if r is not None]
     return analysis
 

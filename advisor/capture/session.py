@@ -94,6 +94,41 @@ class CaptureState:
     run_end_ns: int | None = None
     stopped_after_window: bool = False  # --then stop ended the job
     run_start_unix: float = 0.0  # wall clock at `run_start_ns`, to line up with other processes
+    # For fixes in the script's own framework and loader estimates bounded by the host
+    # (`advisor.engine.host`): CPUs this process may use, the DataLoader the loop draws from
+    # (its settings), framework packages imported, packages on the first optimizer.step()'s stack.
+    host_cores: int | None = None
+    loader: dict[str, Any] | None = None
+    framework_modules: list[str] = field(default_factory=list)
+    loop_modules: list[str] = field(default_factory=list)
+
+
+FRAMEWORK_MODULES = ("lightning", "lightning.pytorch", "pytorch_lightning", "transformers",
+                     "transformers.trainer", "accelerate", "deepspeed", "timm")
+"""Packages whose presence `advisor.engine.framework` reads (not the whole ``sys.modules``)."""
+
+
+def _loader_config(it: Any) -> dict[str, Any]:
+    """A DataLoader iterator's settings, from its private attributes (stable since 1.7)."""
+    return {"num_workers": int(getattr(it, "_num_workers", 0) or 0),
+            "pin_memory": bool(getattr(it, "_pin_memory", False)),
+            "persistent_workers": bool(getattr(it, "_persistent_workers", False)),
+            "prefetch_factor": getattr(it, "_prefetch_factor", None),
+            "batch_size": getattr(getattr(it, "_index_sampler", None), "batch_size", None)}
+
+
+def _stack_packages(depth: int = 60) -> list[str]:
+    """Top-level package names on the calling stack, innermost first, each once."""
+    out: list[str] = []
+    frame = sys._getframe(1)
+    while frame is not None and depth:
+        mod = frame.f_globals.get("__name__", "")
+        parts = mod.split(".")
+        for name in (".".join(parts[:2]), parts[0]):
+            if name and name not in out and parts[0] not in ("advisor", "click", "runpy"):
+                out.append(name)
+        frame, depth = frame.f_back, depth - 1
+    return out
 
 
 class Session:
@@ -394,6 +429,8 @@ class Session:
             if s.opt_depth:
                 return
             s.state.optimizer_steps += 1
+            if s.state.optimizer_steps == 1:  # who runs the loop: once, a stack walk
+                s.state.loop_modules = _stack_packages()
             if s.phase == "optimizer":
                 s.set_phase(None)
             if not s.state.explicit and s._is_boundary(opt):
@@ -438,16 +475,28 @@ class Session:
 
         base_iter = dataloader_mod._BaseDataLoaderIter
         orig_next = base_iter.__next__
+        cpu_clock = time.thread_time_ns
+        batches: dict[int, int] = {}  # id(loader) -> batches drawn by the loop thread
+
+        def loader_seen(it):
+            # the settings of the loader the loop draws the most batches from
+            key = id(getattr(it, "_dataset", it))
+            n = batches[key] = batches.get(key, 0) + 1
+            if s.state.loader is None or n > s.state.loader.get("_batches", 0):
+                s.state.loader = {**_loader_config(it), "_batches": n}
 
         def __next__(it):
             if s.in_data or get_ident() != s.tid:
                 return orig_next(it)
-            t = clock()
+            t, c = clock(), cpu_clock()
+            loader_seen(it)
             if s._explicit_phases:
                 try:
                     return orig_next(it)
                 finally:
                     s.add_activity("data", clock() - t)
+                    s.add_activity("data_cpu", cpu_clock() - c)
+                    s.add_activity("data_batches", 1)
             s.in_data = True
             s.set_phase("data")
             try:
@@ -457,6 +506,9 @@ class Session:
                 if s.phase == "data":
                     s.set_phase(None)
                 s.add_activity("data", clock() - t)
+                # the loop thread's CPU time: with num_workers=0, the batch's whole loading cost
+                s.add_activity("data_cpu", cpu_clock() - c)
+                s.add_activity("data_batches", 1)
 
         __next__.__wrapped__ = orig_next  # type: ignore[attr-defined]
         base_iter.__next__ = __next__
@@ -587,7 +639,18 @@ class Session:
             self._stop_window()
         self._flush_activity(-1)
         self.state.run_end_ns = self._clock() - self._t0
+        self._record_host()
         self.uninstall()
+
+    def _record_host(self) -> None:
+        """The host's cores and the framework packages the script imported."""
+        import os
+
+        try:
+            self.state.host_cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):  # not Linux
+            self.state.host_cores = os.cpu_count()
+        self.state.framework_modules = [m for m in FRAMEWORK_MODULES if m in sys.modules]
 
     def uninstall(self) -> None:
         for h in self._handles + self._module_handles:

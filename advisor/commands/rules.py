@@ -7,7 +7,9 @@ import click
 
 @click.command("rules")
 @click.argument("name", required=False)
-@click.option("--write-docs", type=click.Path(file_okay=False), help="Write docs/rules/<name>.md files here.")
+@click.option("--write-docs", type=click.Path(file_okay=False),
+              help="Write docs/rules/<name>.md files here, frameworks.md beside the folder, and "
+                   "the rules table of the README.md two levels up (when it has one).")
 def command(name: str | None, write_docs: str | None) -> int:
     """List the rules, or print one rule's full documentation."""
     from rich.console import Console
@@ -22,19 +24,25 @@ def command(name: str | None, write_docs: str | None) -> int:
     if write_docs:
         from pathlib import Path
 
-        from advisor.engine.docs import rule_markdown
+        from advisor.engine.docs import README_BEGIN, frameworks_markdown, rule_markdown, with_readme_table
 
         out = Path(write_docs)
         out.mkdir(parents=True, exist_ok=True)
         for r in rules:
             (out / f"{r.name}.md").write_text(rule_markdown(r), encoding="utf-8")
-        console.print(f"wrote {len(rules)} rule pages to {out}")
+        (out.parent / "frameworks.md").write_text(frameworks_markdown(rules), encoding="utf-8")
+        console.print(f"wrote {len(rules)} rule pages to {out} and {out.parent / 'frameworks.md'}")
+        readme = out.resolve().parent.parent / "README.md"
+        if readme.is_file() and README_BEGIN in readme.read_text(encoding="utf-8"):
+            readme.write_text(with_readme_table(readme.read_text(encoding="utf-8"), rules),
+                              encoding="utf-8")
+            console.print(f"updated the rules table of {readme}")
         return 0
     if name:
         (rule,) = select(rules, [name])
         console.print(f"[bold]{rule.code} {rule.name}[/] ({rule.category.value}, {rule.status.value})")
         console.print(rule.summary())
-        for title, body in rule.doc_sections().items():
+        for title, body in rule.documented_sections().items():
             console.print(Markdown(f"### {title}\n\n{body}"))
         if rule.options:
             console.print(Markdown("### Options\n\n" + "\n".join(

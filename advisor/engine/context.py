@@ -6,8 +6,11 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from string import Template
 
 from advisor.engine.effects import Effect
+from advisor.engine.framework import FrameworkInfo, detect
+from advisor.engine.host import HostFacts
 from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
 from advisor.engine.step_basis import StepBasis, assess
 from advisor.engine.whatif import Replay, Simulation
@@ -44,6 +47,12 @@ class RuleContext:
     graph: OpGraph
     steps: list[Step]
     options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    facts: HostFacts = field(default_factory=HostFacts)  # recorded by `advisor profile`
+
+    @cached_property
+    def framework(self) -> FrameworkInfo:
+        """Whose knobs the fixes use (`advisor.engine.framework`)."""
+        return detect(self.graph, self.facts)
 
     def option(self, rule: str, key: str, default: object) -> object:
         return self.options.get(rule, {}).get(key, default)
@@ -156,22 +165,55 @@ class RuleContext:
         base, new = self.before_after(effects, basis)
         return base / new if new > 0 else 1.0
 
+    def fix(self, rule: type, mechanism: str, params: Mapping[str, object] | None = None,
+            requires: tuple[str, ...] = ()) -> Fix:
+        """The rule's declared fix for ``mechanism`` in the detected framework (plain PyTorch
+        where the rule declares none for it), its ``$names`` filled from ``params``."""
+        variant = rule.fix_for(mechanism, self.framework.name)
+        values = {k: str(v) for k, v in (params or {}).items()}
+        return Fix(title=Template(variant.title).substitute(values),
+                   snippet=Template(variant.snippet).substitute(values),
+                   kind=variant.kind, requires=requires, mechanism=mechanism,
+                   framework=variant.framework)
+
     def finding(
         self,
         rule: type,
         message: str,
         evidence: Evidence,
-        fix: Fix,
         effects: Sequence[Effect],
-        model: str,
-        assumptions: Sequence[str],
-        confidence: Confidence,
+        fix: Fix | None = None,
+        model: str | None = None,
+        assumptions: Sequence[str] | None = None,
+        confidence: Confidence | None = None,
         low_effects: Sequence[Effect] | None = None,
         high_effects: Sequence[Effect] | None = None,
         basis: str = "median",
+        mechanism: str | None = None,
+        params: Mapping[str, object] | None = None,
+        requires: tuple[str, ...] = (),
+        extra_assumptions: Sequence[str] = (),
     ) -> Finding:
         """A finding whose estimate is the replay of the steps with ``effects`` applied;
-        ``low_effects``/``high_effects`` are the pessimistic and optimistic variants."""
+        ``low_effects``/``high_effects`` are the pessimistic and optimistic variants.
+
+        What the rule declares (its fix for ``mechanism``, model text, assumptions, confidence)
+        is assembled here, filled from ``params``; ``check`` passes only what it matched.
+        ``fix``/``model``/``assumptions``/``confidence`` given here override the declaration
+        (a plugin written before declarations)."""
+        values = {k: str(v) for k, v in (params or {}).items()}
+        if fix is None:
+            if mechanism is None:
+                raise ValueError(f"{rule.name}: a finding needs a mechanism (or a Fix)")
+            fix = self.fix(rule, mechanism, params, requires)
+        if model is None:
+            text = rule.model if isinstance(rule.model, str) else rule.model[fix.mechanism]
+            model = Template(text).substitute(values)
+        if assumptions is None:
+            assumptions = tuple(Template(a).substitute(values) for a in rule.assumptions)
+        assumptions = (*assumptions, *extra_assumptions)
+        if confidence is None:
+            confidence = rule.confidence
         base, after = self.before_after(effects, basis)
         speedup = base / after if after > 0 else 1.0
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup

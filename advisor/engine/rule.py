@@ -92,12 +92,34 @@ class Evidence:
     quantities: Mapping[str, float] = field(default_factory=dict)
 
 
+FRAMEWORKS = ("pytorch", "hf-trainer", "lightning", "accelerate", "deepspeed")
+"""Frameworks a fix can be written for (`advisor.engine.framework` detects which one a trace
+or a script uses). "pytorch" is the plain-PyTorch fallback every mechanism must have."""
+
+
+@dataclass(frozen=True)
+class FixVariant:
+    """One fix a rule declares: for the mechanism its evidence shows, in one framework's terms.
+
+    ``title`` and ``snippet`` are `string.Template` text: ``$name`` is filled from the
+    parameters the rule's `check` passes (``ctx.finding(..., params={"workers": 8})``); Python
+    code rarely uses ``$``, so its braces stay as written."""
+
+    mechanism: str  # the cause the evidence shows, kebab-case: "main-thread-loading"
+    title: str  # imperative, names the mechanism: "Load batches in 8 DataLoader worker processes"
+    snippet: str  # code the user can paste
+    framework: str = "pytorch"
+    kind: str = "code"  # "code" or "config"
+
+
 @dataclass(frozen=True)
 class Fix:
     title: str  # imperative: "Pin the host buffer and copy with non_blocking=True"
     snippet: str  # code the user can paste
     kind: str = "code"  # "code" or "config"
     requires: tuple[str, ...] = ()  # rule names whose fix must land first
+    mechanism: str = ""  # which declared mechanism the evidence showed
+    framework: str = "pytorch"  # whose knob the snippet uses
 
 
 @dataclass(frozen=True)
@@ -147,6 +169,10 @@ class Finding:
     effects: tuple = ()  # the what-if effects, kept so all fixes can be applied together
     low_effects: tuple = ()  # the pessimistic and optimistic variants, for the combined range
     high_effects: tuple = ()
+    # Causal precedence (`advisor.engine.precedence`): set when another finding's cause explains
+    # part of this one's time; the estimate is then this fix's gain once that one is fixed.
+    conditional_on: str | None = None
+    explained: str | None = None  # what the primary explains, in words
 
 
 @dataclass(frozen=True)
@@ -163,6 +189,18 @@ class Rule(ABC):
     category: ClassVar[Category]
     requires: ClassVar[tuple[Requirement, ...]] = (Requirement.STEPS, Requirement.GPU_WORK)
     options: ClassVar[Mapping[str, Option]] = {}
+    # Declared data, written once (the engine assembles findings and docs from it): the fixes
+    # per mechanism and framework, what each mechanism means, and the estimate's model text,
+    # assumptions and confidence (`string.Template` text filled from `check`'s params).
+    mechanisms: ClassVar[Mapping[str, str]] = {}
+    # Rules whose cause, where also found, explains part of what this rule measures (with what,
+    # in words): this rule's finding is then re-estimated for after that fix
+    # (`advisor.engine.precedence`).
+    explained_by: ClassVar[Mapping[str, str]] = {}
+    fixes: ClassVar[tuple[FixVariant, ...]] = ()
+    model: ClassVar[str | Mapping[str, str]] = ""  # one text, or one per mechanism
+    assumptions: ClassVar[tuple[str, ...]] = ()
+    confidence: ClassVar[Confidence] = Confidence.MODELED
     status: ClassVar[Status] = Status.PREVIEW
     since: ClassVar[str] = "0.1.0"
     aliases: ClassVar[tuple[str, ...]] = ()
@@ -184,6 +222,16 @@ class Rule(ABC):
             if not NAME_RE.match(key) or not isinstance(opt, Option):
                 raise TypeError(f"rule {cls.__qualname__}: option {key!r} must be a kebab-case "
                                 "name mapped to an Option")
+        _check_fixes(cls)
+
+    @classmethod
+    def fix_for(cls, mechanism: str, framework: str) -> FixVariant:
+        """The declared fix for this mechanism in this framework, else its plain-PyTorch one."""
+        for wanted in (framework, "pytorch"):
+            for v in cls.fixes:
+                if v.mechanism == mechanism and v.framework == wanted:
+                    return v
+        raise KeyError(f"rule {cls.name} declares no fix for mechanism {mechanism!r}")
 
     @classmethod
     def summary(cls) -> str:
@@ -209,9 +257,45 @@ class Rule(ABC):
                 sections[current].append(line)
         return {k: "\n".join(v).strip() for k, v in sections.items()}
 
+    @classmethod
+    def documented_sections(cls) -> dict[str, str]:
+        """The docstring's sections with "Use instead" generated from the declared fixes."""
+        from advisor.engine.docs import use_instead
+
+        out: dict[str, str] = {}
+        for title, body in cls.doc_sections().items():
+            out[title] = body
+            if title == "Example" and cls.fixes:
+                out["Use instead"] = use_instead(cls)
+        return out
+
     def option(self, ctx: RuleContext, key: str) -> float | int | str | bool:
         return ctx.option(self.name, key, self.options[key].default)
 
     @abstractmethod
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         """Yield findings; never print, plot or read files."""
+
+
+def _check_fixes(cls: type[Rule]) -> None:
+    """Declared fixes are whole: known frameworks, described mechanisms, each with a
+    plain-PyTorch variant, no two variants for the same (mechanism, framework)."""
+    seen: set[tuple[str, str]] = set()
+    for v in cls.fixes:
+        if not isinstance(v, FixVariant):
+            raise TypeError(f"rule {cls.__qualname__}: fixes must be FixVariant values")
+        if v.framework not in FRAMEWORKS:
+            raise TypeError(f"rule {cls.__qualname__}: unknown framework {v.framework!r} "
+                            f"(one of {', '.join(FRAMEWORKS)})")
+        if v.mechanism not in cls.mechanisms:
+            raise TypeError(f"rule {cls.__qualname__}: fix mechanism {v.mechanism!r} is not "
+                            "described in `mechanisms`")
+        key = (v.mechanism, v.framework)
+        if key in seen:
+            raise TypeError(f"rule {cls.__qualname__}: two fixes for {key}")
+        seen.add(key)
+    for m in cls.mechanisms:
+        if not NAME_RE.match(m):
+            raise TypeError(f"rule {cls.__qualname__}: mechanism {m!r} is not kebab-case")
+        if (m, "pytorch") not in seen:
+            raise TypeError(f"rule {cls.__qualname__}: mechanism {m!r} has no plain-PyTorch fix")

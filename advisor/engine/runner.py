@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.effects import merge
+from advisor.engine.framework import FrameworkInfo
+from advisor.engine.host import HostFacts
 from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.model import GpuOpKind, OpGraph
@@ -42,6 +44,7 @@ class RuleResults:
     # rule name -> its category, for every rule that ran (and any finding added later, such as
     # `advisor profile`'s whole-run findings): the report reads rule metadata from here.
     categories: dict[str, str] = field(default_factory=dict)
+    framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         """Each reason once, with the rules it stopped (ten rules share "no steps")."""
@@ -83,10 +86,12 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
     step_ns, after = together("effects")
     _, after_low = together("low_effects")
     _, after_high = together("high_effects")
-    best = min(findings, key=lambda f: f.estimate.predicted_step_ns / f.estimate.step_ns)
+    # A conditional finding's own speedup is its gain after its primary: not a floor here.
+    alone = [f for f in findings if f.conditional_on is None] or list(findings)
+    best = min(alone, key=lambda f: f.estimate.predicted_step_ns / f.estimate.step_ns)
     floor_ratio = best.estimate.predicted_step_ns / best.estimate.step_ns
     after = min(after, step_ns * floor_ratio)
-    after_low = min(after_low, step_ns / max(f.estimate.low for f in findings))
+    after_low = min(after_low, step_ns / max(f.estimate.low for f in alone))
     after_high = min(after_high, after_low, after)
     after_low = max(after_low, after)
 
@@ -110,10 +115,16 @@ def run_rules(
     options: Mapping[str, Mapping[str, object]] | None = None,
     min_speedup: float = MIN_SPEEDUP,
     ctx: RuleContext | None = None,
+    facts: HostFacts | None = None,
 ) -> RuleResults:
     """Every rule over the graph's analysed steps. ``ctx``: the context the caller already
-    built (`advisor.analysis` shares one with the step summary), else one is built here."""
-    ctx = ctx if ctx is not None else RuleContext(graph, analysed_steps(graph), options or {})
+    built (`advisor.analysis` shares one with the step summary), else one is built here;
+    ``facts``: what `advisor profile` recorded about the host and the script (cores, the
+    DataLoader, imported frameworks); None for a bare trace."""
+    from advisor.engine import precedence
+
+    ctx = ctx if ctx is not None else RuleContext(graph, analysed_steps(graph), options or {},
+                                                  facts or HostFacts())
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     weak: list[Finding] = []
@@ -125,10 +136,11 @@ def run_rules(
         for f in rule_cls().check(graph, ctx):
             (findings if f.estimate.speedup >= min_speedup else weak).append(f)
     findings.sort(key=lambda f: -f.estimate.speedup)
+    findings, weak = precedence.apply(ctx, {r.name: r for r in rules}, findings, weak, min_speedup)
     combined = combined_estimate(ctx, findings) if findings else None
     return RuleResults(findings, skipped, combined, len(ctx.steps), weak, ctx.basis,
                        ctx.baseline_step_ns if ctx.steps else None, replay_check(graph, ctx),
-                       {r.name: r.category.value for r in rules})
+                       {r.name: r.category.value for r in rules}, ctx.framework)
 
 
 def replay_check(graph: OpGraph, ctx: RuleContext) -> ReplayCheck:

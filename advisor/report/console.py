@@ -104,6 +104,9 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             console.print("  outside steady steps: " + ", ".join(
                 f"{k} {v / 1e9:.2f} s" for k, v in sorted(causes, key=lambda kv: -kv[1])))
     findings = [rf.finding for rf in rep.findings]
+    fw = rep.framework
+    if fw is not None and findings:
+        console.print(Text(plain(f"Fixes for: {fw.describe()}", 10_000), style="dim"))
     if findings:
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(findings, 1):
@@ -130,6 +133,10 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
                          (f.confidence.value, "dim"))
     console.print(head)
     console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
+    if f.conditional_on:
+        console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): this "
+                                         "is the estimate for that step", 10_000), style="yellow"),
+                              (0, 0, 0, 3), expand=False))
     console.print(Padding(Text.assemble(("fix: ", "bold"), plain(f.fix.title)), (0, 0, 0, 3), expand=False))
     if show_fixes and f.fix.snippet:
         lexer = "python" if f.fix.kind == "code" else "text"

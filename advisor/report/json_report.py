@@ -24,7 +24,8 @@ from advisor.report import source_view
 from advisor.report.model import Report, ReportFinding, as_report
 from advisor.report.units import to_ms as _ms
 
-SCHEMA_VERSION = "1.1"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld
+SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
+# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
@@ -69,8 +70,20 @@ def _finding(rf: ReportFinding) -> dict[str, Any]:
             "snippet": f.fix.snippet,
             "kind": f.fix.kind,
             "requires": list(f.fix.requires),
+            "mechanism": f.fix.mechanism,
+            "framework": f.fix.framework,
         },
+        # Causal precedence: the estimate is this fix's gain once that finding is fixed.
+        "conditional_on": f.conditional_on,
+        "explained_by": f.explained,
     }
+
+
+def _framework(fw) -> dict[str, Any] | None:
+    if fw is None:
+        return None
+    return {"name": fw.name, "label": fw.label, "source": fw.source, "evidence": list(fw.evidence),
+            "compiled": fw.compiled, "cuda_graphs": fw.cuda_graphs, "markers": list(fw.markers)}
 
 
 def _detection(basis: StepBasis | None) -> dict[str, Any] | None:
@@ -185,6 +198,7 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
         "warnings": list(rep.warnings),
         # Host time, GPU idle, phases and findings by the user's source lines (source_view).
         "source": source_view.to_json(rep.source) if rep.source is not None else None,
+        "framework": _framework(rep.framework),
         "kernels": {
             "by_category_ms": {k: _ms(v) for k, v in rep.kernel_category_ns.items()},
             "top": [

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.analysis import Analysis
+from advisor.engine.framework import FrameworkInfo
 from advisor.engine.rule import Estimate, Finding, Skipped
 from advisor.engine.runner import ReplayCheck
 from advisor.engine.step_basis import StepBasis
@@ -123,6 +124,7 @@ class Report:
     warnings: tuple[str, ...] = ()
     timeline: Timeline | None = None  # built for the HTML page only
     source: SourceSection | None = None  # the user's source lines (`report.source_view`)
+    framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         """Each reason once, with the rules it stopped (ten rules share "no steps")."""
@@ -177,6 +179,7 @@ def build_report(analysis: Analysis, timeline: bool = False) -> Report:
         warnings=tuple(analysis.warnings),
         timeline=drawn,
         source=SourceSection.of(analysis),
+        framework=r.framework,
     )
 
 

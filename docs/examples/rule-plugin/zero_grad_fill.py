@@ -17,7 +17,7 @@ from advisor.engine.rule import (
     Confidence,
     Evidence,
     Finding,
-    Fix,
+    FixVariant,
     Option,
     Requirement,
     Rule,
@@ -64,12 +64,6 @@ class ZeroGradFill(Rule):
     optimizer.zero_grad(set_to_none=False)   # or any call on torch < 2.0
     ```
 
-    Use instead
-    -----------
-    ```python
-    optimizer.zero_grad(set_to_none=True)    # the default since PyTorch 2.0
-    ```
-
     Speedup model
     -------------
     Replay of the steps with the fill kernels and their launch calls removed and the host time
@@ -96,6 +90,22 @@ class ZeroGradFill(Rule):
         "host-share": Option(0.1, "share of the zero_grad host time left after the fix (the "
                                   "Python loop over the parameters that sets .grad to None)"),
     }
+    # Declared once: the engine assembles findings and docs ("Use instead") from these.
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "fill-kernels": "zero_grad writes zeros into every gradient with one kernel per tensor",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant("fill-kernels", "Drop the gradients instead of zeroing them",
+                   "optimizer.zero_grad(set_to_none=True)    # the default since PyTorch 2.0"),
+        FixVariant("fill-kernels", "Drop the gradients instead of zeroing them: "
+                   "LightningModule.optimizer_zero_grad with set_to_none=True",
+                   "def optimizer_zero_grad(self, epoch, batch_idx, optimizer):\n"
+                   "    optimizer.zero_grad(set_to_none=True)",
+                   framework="lightning"),
+    )
+    model = "replay without the fill kernels and their launches, zero_grad's host time scaled to host-share"
+    assumptions = ("no code reads a gradient that the step left unset",)
+    confidence = Confidence.HEURISTIC
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
@@ -129,13 +139,8 @@ class ZeroGradFill(Rule):
                     "zero_grad_host_ns_per_step": per_step(host_ns, steps),
                 },
             ),
-            fix=Fix(title="Drop the gradients instead of zeroing them",
-                    snippet="optimizer.zero_grad(set_to_none=True)  # default since PyTorch 2.0"),
+            mechanism="fill-kernels",
             effects=[*remove, ScaleHostWork(intervals, share)],
             low_effects=[*remove, ScaleHostWork(intervals, max(share, 0.5))],
             high_effects=[*remove, ScaleHostWork(intervals, 0.0)],
-            model="replay without the fill kernels and their launches, zero_grad's host time "
-                  "scaled to host-share",
-            assumptions=("no code reads a gradient that the step left unset",),
-            confidence=Confidence.HEURISTIC,
         )

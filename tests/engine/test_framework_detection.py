@@ -1,0 +1,91 @@
+"""Which framework runs the loop, from the trace or from what `advisor profile` recorded.
+
+`fixtures/frameworks/`: `benchmarks/frameworks/hf_trainer_tiny.py` and `lightning_tiny.py` (a
+small HF Trainer and Lightning run, CPU) recorded as a user would (torch.profiler with Python
+stacks; Lightning's own PyTorchProfiler) and under `advisor profile` (``*-capture.json``: the
+session's record, with the packages on the stack of the first ``optimizer.step()``).
+The Lightning ViT-B capture (`fixtures/public/lightning-vit-b`, H100, FP32, measured
+``--trainer.precision 32-true`` -> ``bf16-mixed``) carries no framework evidence by itself: the
+fix names Lightning's knob once the session says Lightning runs the loop.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from advisor.analysis import analyze_graph
+from advisor.engine.framework import detect
+from advisor.engine.host import HostFacts
+from advisor.ingest.base import load_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+FW = ROOT / "fixtures" / "frameworks"
+
+
+def _facts(name: str) -> HostFacts:
+    return HostFacts.from_state(json.loads((FW / name).read_text()))
+
+
+def test_the_hf_trainer_is_read_from_python_frames():
+    fw = detect(load_trace(FW / "hf-trainer-stack.json.gz"))
+    assert fw.name == "hf-trainer" and fw.source == "trace"
+    assert "transformers/trainer" in fw.evidence[0]
+
+
+def test_lightning_is_read_from_its_profiler_ranges():
+    fw = detect(load_trace(FW / "lightning-profiler.json.gz"))
+    assert fw.name == "lightning" and fw.source == "trace"
+    assert "[pl][profile]" in fw.evidence[0]
+
+
+@pytest.mark.parametrize(("capture", "name", "package"), [
+    ("hf-trainer-capture.json", "hf-trainer", "transformers.trainer"),
+    ("lightning-capture.json", "lightning", "lightning.pytorch"),
+])
+def test_the_session_names_who_calls_optimizer_step(capture, name, package):
+    facts = _facts(capture)
+    assert package in facts.loop_modules
+    fw = detect(load_trace(ROOT / "fixtures" / "public" / "nanogpt" / "trace.json.gz"), facts)
+    assert fw.name == name and fw.source == "script"
+    assert f"optimizer.step() is called from {package}" in fw.evidence
+
+
+def test_imports_alone_do_not_outrank_the_loop():
+    """The Lightning script imported transformers too (through its dependencies): the stack of
+    optimizer.step() decides, not the import list."""
+    facts = _facts("lightning-capture.json")
+    assert "transformers" in facts.modules
+    assert detect(load_trace(FW / "lightning-profiler.json.gz"), facts).name == "lightning"
+
+
+@pytest.fixture(scope="module")
+def lightning_vit():
+    return load_trace(ROOT / "fixtures" / "public" / "lightning-vit-b" / "trace.json.gz")
+
+
+def test_lightning_fp32_gets_the_precision_knob(lightning_vit):
+    r = analyze_graph(lightning_vit, facts=_facts("lightning-capture.json")).results
+    (f,) = [x for x in r.findings if x.rule == "fp32-matmul"]
+    assert f.fix.framework == "lightning" and f.fix.mechanism == "fp32-gemms"
+    assert 'precision="bf16-mixed"' in f.fix.title and 'precision="bf16-mixed"' in f.fix.snippet
+    assert "autocast" not in f.fix.snippet
+    assert r.framework.name == "lightning"
+
+
+def test_without_evidence_the_fix_is_plain_pytorch(lightning_vit):
+    r = analyze_graph(lightning_vit).results
+    (f,) = [x for x in r.findings if x.rule == "fp32-matmul"]
+    assert f.fix.framework == "pytorch" and "torch.autocast" in f.fix.snippet
+    assert r.framework.source == "default" and not r.framework.evidence
+
+
+def test_hf_trainer_fp32_gets_training_arguments(lightning_vit):
+    """The same FP32 step, were the HF Trainer running it: its knob, TrainingArguments(bf16=True)."""
+    r = analyze_graph(lightning_vit, facts=_facts("hf-trainer-capture.json")).results
+    (f,) = [x for x in r.findings if x.rule == "fp32-matmul"]
+    assert f.fix.framework == "hf-trainer" and "TrainingArguments(bf16=True)" in f.fix.title
+    compile_fix = [x for x in r.findings if x.rule == "compiler-fusion"]
+    assert all("torch_compile=True" in x.fix.snippet for x in compile_fix)
