@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.ingest.kineto_stream import TraceDocument, iter_events, us_to_ns
+from advisor.ingest.kineto.event_stream import TraceDocument, iter_events, us_to_ns
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 SMALL = TRACES / "hta" / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"

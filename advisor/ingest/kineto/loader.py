@@ -1,6 +1,6 @@
 """torch.profiler / Kineto Chrome traces (``.json``, ``.json.gz``) -> `OpGraph`.
 
-One pass streams the events (`kineto_stream`) through `kineto_events.EventMapper`; then this
+One pass streams the events (`event_stream`) through `event_mapper.EventMapper`; then this
 module settles what needs the whole file:
 
 * **Host pids of GPU work.** Kineto draws GPU rows under the device index as pid, but joins in
@@ -32,8 +32,8 @@ from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait
 from advisor.graph.steps import compile_step_pattern, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.input_file import UnpackLimits
-from advisor.ingest.kineto_events import Collected, EventMapper
-from advisor.ingest.kineto_stream import (
+from advisor.ingest.kineto.event_mapper import Collected, EventMapper
+from advisor.ingest.kineto.event_stream import (
     GZIP_MAGIC,
     TraceDocument,
     gzip_head,

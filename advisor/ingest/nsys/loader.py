@@ -4,13 +4,13 @@ Reading happens in two passes so memory follows the analysis window, not the tra
 
 1. Whole-trace facts in SQL: row counts (`TraceInfo.totals`), the step-like NVTX ranges
    (prefiltered with LIKE, then `advisor.graph.steps`), NVTX domain names.
-2. Detailed rows for the window chosen from them (`advisor.ingest.nsys_window`): API calls by
+2. Detailed rows for the window chosen from them (`advisor.ingest.nsys.window`): API calls by
    time, GPU ops and sync records launched by those calls (by ``(pid, correlationId)`` range) or
    running during the window, NVTX ranges overlapping it.
 
 Each pass is one sequential scan per table with range predicates: nsys exports have no indexes,
 so joins between activity tables would be quadratic; matching happens in Python with dicts.
-Version differences (table variants, enums, string ids) live in `advisor.ingest.nsys_schema`.
+Version differences (table variants, enums, string ids) live in `advisor.ingest.nsys.schema`.
 
 Event ids are the rows' SQLite rowids (GPU ops: ``rowid * 4 + table``), so evidence cited by a
 finding can be looked up in the export.
@@ -40,10 +40,10 @@ from advisor.graph.model import (
     TraceInfo,
 )
 from advisor.graph.steps import compile_step_pattern, matches_step, steps_from_ranges
-from advisor.ingest import nsys_schema as S
 from advisor.ingest.base import LoadOptions, TraceSource
-from advisor.ingest.nsys_open import connect_read_only, gzipped_sqlite, is_gzip, materialized
-from advisor.ingest.nsys_window import Window, op_window, step_window
+from advisor.ingest.nsys import schema as S
+from advisor.ingest.nsys.export_file import connect_read_only, gzipped_sqlite, is_gzip, materialized
+from advisor.ingest.nsys.window import Window, op_window, step_window
 
 FORMAT = "nsys-sqlite"
 STEP_LIKE = ("%step%", "%iter%")  # every name `is_step_name` accepts contains one of these
