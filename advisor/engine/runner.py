@@ -9,6 +9,7 @@ from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.effects import merge
 from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped
 from advisor.engine.step_basis import StepBasis
+from advisor.gc_pause import gc_paused
 from advisor.graph.model import GpuOpKind, OpGraph
 
 MIN_SPEEDUP = 1.02
@@ -98,6 +99,16 @@ def run_rules(
     rules: Sequence[type[Rule]],
     options: Mapping[str, Mapping[str, object]] | None = None,
     min_speedup: float = MIN_SPEEDUP,
+) -> RuleResults:
+    with gc_paused():  # the rules and their replays make many short-lived, acyclic objects
+        return _run_rules(graph, rules, options, min_speedup)
+
+
+def _run_rules(
+    graph: OpGraph,
+    rules: Sequence[type[Rule]],
+    options: Mapping[str, Mapping[str, object]] | None,
+    min_speedup: float,
 ) -> RuleResults:
     ctx = RuleContext(graph, analysed_steps(graph), options or {})
     findings: list[Finding] = []

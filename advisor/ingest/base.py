@@ -6,10 +6,7 @@ Sources open input read-only and never write next to it.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -38,20 +35,6 @@ class LoadOptions:
     @property
     def unpack_limits(self) -> UnpackLimits:
         return UnpackLimits(self.max_unpacked_bytes, self.max_unpack_ratio)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a trace is read. A load makes hundreds of
-    thousands of acyclic objects (calls, ops, rows); each batch of them would trigger a
-    collection that walks every object made so far, for nothing (about a tenth of a load)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class TraceSource(ABC):

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import UnsupportedTraceError
+from advisor.gc_pause import gc_paused
 from advisor.graph.build import build_graph
 from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait, TraceInfo
 from advisor.graph.steps import compile_step_pattern, steps_from_ranges
-from advisor.ingest.base import LoadOptions, TraceSource, gc_paused
+from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.input_file import UnpackLimits
 from advisor.ingest.kineto.event_mapper import Collected, EventMapper
 from advisor.ingest.kineto.event_stream import (

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from advisor.errors import TraceFormatError
+from advisor.gc_pause import gc_paused
 from advisor.graph.api_names import normalize
 from advisor.graph.build import build_graph
 from advisor.graph.model import (
@@ -40,7 +41,7 @@ from advisor.graph.model import (
     TraceInfo,
 )
 from advisor.graph.steps import compile_step_pattern, matches_step, steps_from_ranges
-from advisor.ingest.base import LoadOptions, TraceSource, gc_paused
+from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.nsys import schema as S
 from advisor.ingest.nsys.export_file import connect_read_only, gzipped_sqlite, is_gzip, materialized
 from advisor.ingest.nsys.window import Window, op_window, step_window
