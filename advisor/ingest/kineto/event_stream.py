@@ -52,7 +52,10 @@ _FAST_DECODER = json.JSONDecoder(parse_float=str)
 """Integers parsed in C. Used for every value whose text holds no run of more than
 `MAX_INT_DIGITS` digits (`_LONG_DIGITS`, searched ahead, not per value): its result is then the
 same as `_DECODER`'s, without a Python call per integer (a third of the decode time)."""
-_LONG_DIGITS = re.compile(f"[0-9]{{{MAX_INT_DIGITS + 1}}}")
+_DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
+_LONG_DIGITS = "0" * (MAX_INT_DIGITS + 1)
+"""A long digit run, in the buffer's shadow copy where every digit reads ``0``: found by
+``str.find`` (C, a few ms per chunk), where a regular expression took 40 ms a chunk."""
 
 
 def looks_like_json(head: bytes) -> bool:
@@ -121,6 +124,7 @@ class _TextReader:
         self.buf = ""
         self.pos = 0
         self.eof = False
+        self._zeros = ""  # buf with every digit as "0" (`_DIGITS_AS_ZERO`), kept beside it
         self._long_at = -1  # where a long digit run ahead starts in buf (-1: none found)
         self._clear_to = 0  # no long digit run starts in buf before this (searched so far)
 
@@ -150,6 +154,7 @@ class _TextReader:
         self._clear_to = max(0, self._clear_to - self.pos)  # buf is re-based on pos
         self._long_at = self._long_at - self.pos if self._long_at >= self.pos else -1
         self.buf = self.buf[self.pos :] + text
+        self._zeros = self._zeros[self.pos :] + text.translate(_DIGITS_AS_ZERO)
         self.pos = 0
         return bool(data) or bool(text)
 
@@ -217,10 +222,12 @@ class _TextReader:
         cut by the buffer's end is found when the next chunk arrives)."""
         if self._long_at >= self.pos:
             return self._long_at
-        m = _LONG_DIGITS.search(self.buf, max(self.pos, self._clear_to - MAX_INT_DIGITS))
-        if m is not None:
-            self._long_at = m.start()
-            return self._long_at
+        if self._clear_to == len(self.buf):
+            return None  # searched to the end already; a run cut there completes only on fill
+        found = self._zeros.find(_LONG_DIGITS, max(self.pos, self._clear_to - MAX_INT_DIGITS))
+        if found >= 0:
+            self._long_at = self._clear_to = found
+            return found
         self._long_at, self._clear_to = -1, len(self.buf)
         return None
 

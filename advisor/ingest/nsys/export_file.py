@@ -23,7 +23,6 @@ from advisor.ingest.nsys.schema import SQLITE_MAGIC
 
 GZIP_MAGIC = b"\x1f\x8b"
 _HEADER_BYTES = 100
-_MMAP_BYTES = 1 << 40  # SQLite caps it at its compile-time limit (SQLITE_MAX_MMAP_SIZE)
 
 
 def is_gzip(head: bytes) -> bool:
@@ -86,9 +85,6 @@ def connect_read_only(path: Path, shown: Path) -> sqlite3.Connection:
         conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as e:
         raise TraceFormatError(f"{shown}: truncated or corrupt SQLite file") from e
-    # Pages read through a read-only memory map, not copied in by one read() each: the full
-    # scans of a 1 GB export spend a third less time in the kernel (nothing is written).
-    conn.execute(f"PRAGMA mmap_size = {_MMAP_BYTES}")
     # Some exports hold non-UTF-8 bytes (TARGET_INFO_SYSTEM_ENV in nsys 2022.2): never fail on them.
     conn.text_factory = _decode
     return conn
