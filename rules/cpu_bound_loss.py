@@ -14,12 +14,12 @@ from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import (
     graphable_regions,
-    inside,
     launched_ops,
     loss_spans,
     per_step,
     process_calls,
     step_of,
+    within,
 )
 from advisor.graph.syncs import host_waits
 
@@ -59,7 +59,8 @@ def _loss_backward_kernels(graph: OpGraph, steps: list) -> list[GpuOp]:
     out: list[GpuOp] = []
     for s in steps:
         spans = s.phases.get("backward", [])
-        calls = process_calls(graph, [s], lambda c, spans=spans: inside(c.start_ns, spans))
+        in_backward = within(spans)
+        calls = process_calls(graph, [s], lambda c, test=in_backward: test(c.start_ns))
         for o in launched_ops(graph, calls):
             if classify(o) in (KernelCategory.GEMM, KernelCategory.CONV):
                 break
@@ -174,7 +175,8 @@ class CpuBoundLoss(Rule):
         loss_gpu = sum(b - a for a, b in windows)
         step_total = sum(s.time_ns for s in steps)
         share = loss_gpu / step_total if step_total else 0.0
-        calls = process_calls(graph, steps, lambda c: inside(c.start_ns, spans))
+        in_loss = within(spans)
+        calls = process_calls(graph, steps, lambda c: in_loss(c.start_ns))
         waits = host_waits(graph, [c for c in calls if api_names.may_block(c.name)])
         kernels = [o for o in launched_ops(graph, calls) if o.kind is GpuOpKind.KERNEL]
         # The mechanism: the GPU idles inside the loss because the host is busy there (syncs,

@@ -11,6 +11,7 @@ from advisor.engine.framework import FrameworkInfo
 from advisor.engine.host import HostFacts
 from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped
 from advisor.engine.step_basis import StepBasis
+from advisor.gc_pause import gc_paused
 from advisor.graph.model import GpuOpKind, OpGraph
 
 MIN_SPEEDUP = 1.02
@@ -121,6 +122,18 @@ def run_rules(
     built (`advisor.analysis` shares one with the step summary), else one is built here;
     ``facts``: what `advisor profile` recorded about the host and the script (cores, the
     DataLoader, imported frameworks); None for a bare trace."""
+    with gc_paused():  # the rules and their replays make many short-lived, acyclic objects
+        return _run_rules(graph, rules, options, min_speedup, ctx, facts)
+
+
+def _run_rules(
+    graph: OpGraph,
+    rules: Sequence[type[Rule]],
+    options: Mapping[str, Mapping[str, object]] | None,
+    min_speedup: float,
+    ctx: RuleContext | None,
+    facts: HostFacts | None,
+) -> RuleResults:
     from advisor.engine import precedence
 
     ctx = ctx if ctx is not None else RuleContext(graph, analysed_steps(graph), options or {},

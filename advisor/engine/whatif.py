@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 import statistics
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -249,6 +249,9 @@ class Simulation:
         self.dispatch_ns = self._measure_dispatch()
         self._host_compute_cache: list[tuple[int, int]] | None = None
         _ = self._host_compute_spans  # computed once here, shared by every clone
+        # Facts derived from the trace alone, filled on first use and shared with every fork
+        # (a fork is a shallow copy): `capture_graph` asks them of every node, once per what-if.
+        self._derived: dict[str, object] = {}
         self._cols: _Columns | None = None  # set once sealed (`_seal`)
 
     def _seal(self) -> _Columns:
@@ -493,13 +496,36 @@ class Simulation:
                     n.wait_op = None
                 n.dur = min(n.dur, SYNC_RETURN_NS)
 
-    def _is_input_copy(self, n: _Node) -> bool:
-        """A host-to-device copy: the batch entering the step. A captured step copies its
-        input into static buffers before the replay, so the copy and its host work stay."""
+    def _input_copies(self) -> list[bool]:
+        """Per node: does it launch a host-to-device copy, the batch entering the step? A
+        captured step copies its input into static buffers before the replay, so the copy and
+        its host work stay. Read off the trace's ops once per template."""
         from advisor.graph.model import GpuOpKind
 
-        return any(self.ops[j].op.kind is GpuOpKind.MEMCPY and self.ops[j].op.copy_kind == "HtoD"
-                   for j in n.ops)
+        found = self._derived.get("input_copies")
+        if found is None:
+            ops = self.ops.base if isinstance(self.ops, _Entries) else self.ops
+            nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
+            copies = {j for j, o in enumerate(ops)
+                      if o.op.kind is GpuOpKind.MEMCPY and o.op.copy_kind == "HtoD"}
+            found = [bool(copies) and any(j in copies for j in n.ops) for n in nodes]
+            self._derived["input_copies"] = found
+        return found  # type: ignore[return-value]
+
+    def _host_compute_cover(self) -> tuple[list[int], list[int], list[int]]:
+        """`_host_compute_spans` as (starts, ends, covered time before each span): the host
+        compute time in [a, b) is then ``covered(b) - covered(a)``, two bisects a node
+        instead of a walk over the spans (`capture_graph` asks it of every node it captures)."""
+        found = self._derived.get("host_compute_cover")
+        if found is None:
+            spans = self._host_compute_spans  # sorted, disjoint (merged)
+            before, total = [], 0
+            for a, b in spans:
+                before.append(total)
+                total += b - a
+            found = ([a for a, _ in spans], [b for _, b in spans], before)
+            self._derived["host_compute_cover"] = found
+        return found  # type: ignore[return-value]
 
     def capture_graph(self, intervals: Iterable[tuple[int, int]],
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
@@ -513,10 +539,17 @@ class Simulation:
                                "overlap_offset"))
         gap_from = c.gap_from
         op_graphed, op_gap, op_lat = (c.own(f) for f in ("op_graphed", "op_gap", "op_lat"))
+        input_copy = self._input_copies()
+        cover_starts, cover_ends, cover_before = self._host_compute_cover()
+
+        def covered(t: int) -> int:  # host compute time before t
+            k = bisect_right(cover_starts, t) - 1
+            return 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
+
         for a, b in sorted(intervals):
             head = None
             for i in range(bisect_left(starts, a), bisect_left(starts, b)):
-                if not is_call[i] or self._is_input_copy(self.nodes[i]):
+                if not is_call[i] or input_copy[i]:
                     continue
                 graphed[i] = True
                 wait_op[i] = -1
@@ -530,8 +563,8 @@ class Simulation:
                     # between ops, not host computation: a long stretch of host work stays
                     # whole, and so does the time of CPU operators inside a short one (an
                     # ``aten::randn`` on a CPU tensor, a ``.numpy()`` round trip).
-                    if gap[i] < LONG_HOST_WORK_NS:
-                        gap[i] = min(gap[i], self._host_compute_in(gap_from[i], starts[i]))
+                    if 0 < gap[i] < LONG_HOST_WORK_NS:
+                        gap[i] = min(gap[i], max(0, covered(starts[i]) - covered(gap_from[i])))
                     overlap_offset[i] = 0
                 for j in node_ops[i]:
                     op_graphed[j] = True

@@ -71,8 +71,14 @@ ALLOC_CALLS = frozenset(
 DEVICE_SYNCING_ALLOC_CALLS = frozenset({"cudaFree", "cudaFreeHost", "cuMemFree", "cuMemFreeHost"})
 
 
+_LAUNCHES = LAUNCH_CALLS | GRAPH_LAUNCH_CALLS
+_MAY_BLOCK = (SYNC_CALLS | COPY_CALLS_SYNC | COPY_CALLS_ASYNC | DEVICE_SYNCING_ALLOC_CALLS
+              | BLOCKING_MEMSET_CALLS)
+# One set lookup each: rules and the replay ask these of every call in the window, many times.
+
+
 def is_launch(name: str) -> bool:
-    return name in LAUNCH_CALLS or name in GRAPH_LAUNCH_CALLS
+    return name in _LAUNCHES
 
 
 def is_sync(name: str) -> bool:
@@ -84,11 +90,6 @@ def is_alloc(name: str) -> bool:
 
 
 def may_block(name: str) -> bool:
-    """Calls during which the host may wait for the device."""
-    return (
-        name in SYNC_CALLS
-        or name in COPY_CALLS_SYNC
-        or name in COPY_CALLS_ASYNC
-        or name in DEVICE_SYNCING_ALLOC_CALLS
-        or name in BLOCKING_MEMSET_CALLS
-    )
+    """Calls during which the host may wait for the device: syncs, copies, freeing allocations,
+    synchronous memsets."""
+    return name in _MAY_BLOCK

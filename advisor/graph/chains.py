@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from advisor.graph.kernels import KernelCategory, classify
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, Step
-from advisor.graph.queries import inside, steps_ops, stream_sequences
+from advisor.graph.queries import steps_ops, stream_sequences, within
 
 MEMORY_BOUND = frozenset({KernelCategory.ELEMENTWISE, KernelCategory.NORM, KernelCategory.SOFTMAX,
                           KernelCategory.REDUCTION, KernelCategory.RNG, KernelCategory.OTHER})
@@ -86,6 +86,7 @@ def find_chains(graph: OpGraph, steps: Sequence[Step]) -> Chains:
     bounds: list[tuple[GpuOp | None, GpuOp | None]] = []
     inductor_ns = 0
     ops = steps_ops(graph, steps)
+    in_outside = within(outside)
     for seq in stream_sequences(ops):
         cur: list[GpuOp] = []
         before: GpuOp | None = None
@@ -95,7 +96,7 @@ def find_chains(graph: OpGraph, steps: Sequence[Step]) -> Chains:
             member = is_eager_memory_bound(op)
             if member and outside:
                 call = graph.launcher(op)
-                member = call is None or not inside(call.start_ns, outside)
+                member = call is None or not in_outside(call.start_ns)
             if member:
                 cur.append(op)
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
@@ -101,6 +101,26 @@ def inside(t_ns: int, spans: Sequence[tuple[int, int]]) -> bool:
         if a <= t_ns < b:
             return True
     return False
+
+
+def within(spans: Iterable[tuple[int, int]]) -> Callable[[int], bool]:
+    """``inside(t, spans)`` as a test to ask of many instants: the spans' union is merged
+    once, then each question is one bisect instead of a walk over every span (rules ask it
+    of every call in the window)."""
+    merged: list[list[int]] = []
+    for a, b in sorted((a, b) for a, b in spans if a < b):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    starts = [a for a, _ in merged]
+    ends = [b for _, b in merged]
+
+    def test(t_ns: int) -> bool:
+        i = bisect_right(starts, t_ns) - 1
+        return i >= 0 and t_ns < ends[i]
+
+    return test
 
 
 def per_step(total: float, steps: Sequence[Step]) -> float:

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from advisor.gc_pause import gc_paused
 from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, RangeSource, Step
 from advisor.graph.projection import Projector
@@ -216,6 +217,7 @@ def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown
     )
 
 
+@gc_paused()  # one breakdown per step: many small, acyclic objects (`advisor.gc_pause`)
 def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
     projector = graph.projector
     rows = [breakdown(graph, s, projector) for s in steps]

@@ -38,8 +38,19 @@ class HostWait:
 
 
 def _ops_by_pid_end(graph: OpGraph) -> dict[int, tuple[list[int], list[GpuOp]]]:
+    """Each process's GPU ops sorted by end, kept on the graph (the replay and several rules
+    ask `host_waits` of the same graph; sorting every op each time cost more than the waits)."""
+    kept = graph.__dict__.get("_ops_by_pid_end")
+    # kept with the list it was built from: a graph whose op list is replaced or grows re-sorts
+    if kept is None or kept[0] is not graph.gpu_ops or kept[1] != len(graph.gpu_ops):
+        kept = (graph.gpu_ops, len(graph.gpu_ops), _sorted_by_end(graph.gpu_ops))
+        graph.__dict__["_ops_by_pid_end"] = kept
+    return kept[2]
+
+
+def _sorted_by_end(gpu_ops: Iterable[GpuOp]) -> dict[int, tuple[list[int], list[GpuOp]]]:
     by_pid: dict[int, list[GpuOp]] = defaultdict(list)
-    for op in graph.gpu_ops:
+    for op in gpu_ops:
         by_pid[op.pid].append(op)
     out = {}
     for pid, ops in by_pid.items():

@@ -61,7 +61,8 @@ class TraceSource(ABC):
 
 def _ensure_sources_imported() -> None:
     # Importing registers the subclasses; done lazily so `advisor rules` stays fast.
-    from advisor.ingest import chrome_trace, nsys_sqlite  # noqa: F401
+    from advisor.ingest.kineto import loader as _kineto  # noqa: F401
+    from advisor.ingest.nsys import loader as _nsys  # noqa: F401
 
 
 def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from advisor.ingest.kineto_stream import TraceDocument, iter_events, us_to_ns
+from advisor.ingest.kineto.event_stream import TraceDocument, iter_events, us_to_ns
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
 SMALL = TRACES / "hta" / "critical_path" / "cuda_event_sync" / "event_sync_trace.json.gz"
@@ -58,3 +58,31 @@ def test_top_level_array_form_is_streamed(tmp_path):
 )
 def test_microseconds_to_exact_nanoseconds(text, ns):
     assert us_to_ns(text) == ns
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 5, 64, 4096, 1 << 22])
+def test_integers_past_the_digit_cap_stay_text_wherever_they_fall(tmp_path, chunk_bytes):
+    """Values are decoded with C-parsed integers except where the text holds a run of more
+    than 40 digits (`_LONG_DIGITS`): those values keep such integers as text, as before, at
+    any chunk boundary; digits inside strings and floats change nothing."""
+    events = []
+    for i in range(400):
+        args: dict = {"i": i, "t": 1712195495519695 + i}
+        if i % 37 == 0:
+            args["big"] = int("9" * (38 + i % 7))  # 38..44 digits: some over the cap
+        if i % 53 == 0:
+            args["name"] = "7" * (40 + i % 3)  # a long digit run inside a string
+        if i % 61 == 0:
+            args["f"] = float("1e30")
+        events.append({"ph": "X", "name": f"k{i}", "ts": i, "dur": 1, "args": args})
+    text = json.dumps({"traceEvents": events, "after": int("1" * 45)})
+    path = tmp_path / "digits.json"
+    path.write_text(text)
+    doc = TraceDocument()
+    got = list(iter_events(path, doc, chunk_bytes=chunk_bytes))
+    capped = json.loads(text, parse_float=str,
+                        parse_int=lambda s: int(s) if len(s) <= 40 else s)
+    assert got == capped["traceEvents"]
+    assert doc.metadata["after"] == "1" * 45
+    over_cap = sum(1 for i in range(400) if i % 37 == 0 and 38 + i % 7 > 40)
+    assert over_cap and sum(1 for e in got if isinstance(e["args"].get("big"), str)) == over_cap

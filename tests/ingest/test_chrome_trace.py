@@ -19,7 +19,7 @@ import pytest
 from advisor.errors import TraceFormatError, UnsupportedTraceError
 from advisor.graph.model import ApiLayer, GpuOpKind, OpGraph, RangeSource, SyncKind
 from advisor.ingest.base import LoadOptions
-from advisor.ingest.chrome_trace import ChromeTraceSource
+from advisor.ingest.kineto.loader import ChromeTraceSource
 
 REPO = Path(__file__).resolve().parents[2]
 TRACES = REPO.parent / "shared" / "traces"
@@ -435,7 +435,7 @@ def test_gzip_without_a_chrome_trace_is_rejected(tmp_path):
 
 
 def test_load_trace_picks_this_source():
-    pytest.importorskip("advisor.ingest.nsys_sqlite", reason="load_trace imports every source")
+    pytest.importorskip("advisor.ingest.nsys.loader", reason="load_trace imports every source")
     from advisor.ingest.base import load_trace
 
     assert load_trace(TRACES / BERT).info.format == "kineto-json"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.ingest import nsys_schema as S
 from advisor.ingest.base import load_trace
-from advisor.ingest.nsys_open import connect_read_only
+from advisor.ingest.nsys import schema as S
+from advisor.ingest.nsys.export_file import connect_read_only
 
 REPO = Path(__file__).parents[2]
 TRACES = REPO.parent / "shared" / "traces"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from advisor.ingest.base import load_trace
-from advisor.ingest.nsys_window import op_window, step_window, warmup_count
+from advisor.ingest.nsys.window import op_window, step_window, warmup_count
 
 TRACES = Path(__file__).parents[2].parent / "shared" / "traces"
 

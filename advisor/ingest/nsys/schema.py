@@ -1,6 +1,6 @@
 """Everything that differs between Nsight Systems SQLite export versions, in one place.
 
-The loader (`advisor.ingest.nsys_sqlite`) asks this module which table to read, which columns
+The loader (`advisor.ingest.nsys.loader`) asks this module which table to read, which columns
 it has, what an enum value means and how to decode an id; it never spells a table variant or an
 enum number itself. What varies, from schema 2.9.1 (nsys 2022.2) to 3.25.0 (nsys 2026.2):
 

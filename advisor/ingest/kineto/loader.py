@@ -1,6 +1,6 @@
 """torch.profiler / Kineto Chrome traces (``.json``, ``.json.gz``) -> `OpGraph`.
 
-One pass streams the events (`kineto_stream`) through `kineto_events.EventMapper`; then this
+One pass streams the events (`event_stream`) through `event_mapper.EventMapper`; then this
 module settles what needs the whole file:
 
 * **Host pids of GPU work.** Kineto draws GPU rows under the device index as pid, but joins in
@@ -20,20 +20,20 @@ module settles what needs the whole file:
 
 from __future__ import annotations
 
-import gc
 import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import UnsupportedTraceError
+from advisor.gc_pause import gc_paused
 from advisor.graph.build import build_graph
 from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait, TraceInfo
 from advisor.graph.steps import compile_step_pattern, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.input_file import UnpackLimits
-from advisor.ingest.kineto_events import Collected, EventMapper
-from advisor.ingest.kineto_stream import (
+from advisor.ingest.kineto.event_mapper import Collected, EventMapper
+from advisor.ingest.kineto.event_stream import (
     GZIP_MAGIC,
     TraceDocument,
     gzip_head,
@@ -56,41 +56,39 @@ class ChromeTraceSource(TraceSource):
         return looks_like_json(head)
 
     def load(self, path: Path, options: LoadOptions) -> OpGraph:
-        doc = TraceDocument()
-        collected = _read_events(path, doc, options.unpack_limits)
-        _check_is_trace(path, doc, collected)
-        _resolve_gpu_pids(collected)
-        _remap_cpu_events_on_gpu_rows(collected)
-        info = _trace_info(path, doc, collected)  # whole-trace facts, before the window
-        named_steps = steps_from_ranges(collected.ranges,
-                                        compile_step_pattern(options.step_pattern), options.pid)
-        info.totals["steps"] = len(named_steps)
-        if named_steps:
-            window = _step_window(named_steps, options.max_steps)
-        else:
-            window = _gpu_op_window(collected, options.max_gpu_ops)
-        if window is not None:
-            _keep_window(collected, window)
-            info.notes.append(_window_note(window, collected, info))
-        info.window_ns = window or _span(collected)
-        _add_linkage_note(info, collected)
-        return build_graph(info, collected.ranges, collected.api_calls, collected.gpu_ops,
-                           collected.syncs, step_pattern=options.step_pattern, pid=options.pid)
+        with gc_paused():
+            return _load(path, options)
+
+
+def _load(path: Path, options: LoadOptions) -> OpGraph:
+    """One pass over the events, then what needs the whole file (see the module's notes)."""
+    doc = TraceDocument()
+    collected = _read_events(path, doc, options.unpack_limits)
+    _check_is_trace(path, doc, collected)
+    _resolve_gpu_pids(collected)
+    _remap_cpu_events_on_gpu_rows(collected)
+    info = _trace_info(path, doc, collected)  # whole-trace facts, before the window
+    named_steps = steps_from_ranges(collected.ranges,
+                                    compile_step_pattern(options.step_pattern), options.pid)
+    info.totals["steps"] = len(named_steps)
+    if named_steps:
+        window = _step_window(named_steps, options.max_steps)
+    else:
+        window = _gpu_op_window(collected, options.max_gpu_ops)
+    if window is not None:
+        _keep_window(collected, window)
+        info.notes.append(_window_note(window, collected, info))
+    info.window_ns = window or _span(collected)
+    _add_linkage_note(info, collected)
+    return build_graph(info, collected.ranges, collected.api_calls, collected.gpu_ops,
+                       collected.syncs, step_pattern=options.step_pattern, pid=options.pid)
 
 
 def _read_events(path: Path, doc: TraceDocument, limits: UnpackLimits) -> Collected:
-    """Stream every event through the mapper. The cyclic garbage collector is paused: the
-    parse makes millions of acyclic objects, each batch of which would trigger a needless
-    collection (about a tenth of the load time)."""
+    """Stream every event through the mapper (the caller pauses the garbage collector)."""
     mapper = EventMapper()
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        for index, event in enumerate(iter_events(path, doc, limits=limits)):
-            mapper.add(index, event)
-    finally:
-        if was_enabled:
-            gc.enable()
+    for index, event in enumerate(iter_events(path, doc, limits=limits)):
+        mapper.add(index, event)
     return mapper.out
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from advisor.errors import InputError, TraceFormatError
 from advisor.ingest.input_file import UnpackLimits, copy_unpacked, read_head
-from advisor.ingest.nsys_schema import SQLITE_MAGIC
+from advisor.ingest.nsys.schema import SQLITE_MAGIC
 
 GZIP_MAGIC = b"\x1f\x8b"
 _HEADER_BYTES = 100

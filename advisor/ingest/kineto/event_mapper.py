@@ -1,7 +1,7 @@
 """Translate Kineto trace events into op-graph nodes, one event at a time.
 
 Only the translation lives here; which host process launched a GPU op, the analysis window and
-the trace-level facts are settled afterwards in `advisor.ingest.chrome_trace`, once every event
+the trace-level facts are settled afterwards in `advisor.ingest.kineto.loader`, once every event
 has been seen (a kernel is often written before the call that launched it).
 
 Kineto has written two vocabularies: the 2021 one (``Kernel``, ``Runtime``, ``Operator``,
@@ -29,7 +29,7 @@ from advisor.graph.model import (
     SyncKind,
     SyncWait,
 )
-from advisor.ingest.kineto_stream import us_to_ns
+from advisor.ingest.kineto.event_stream import us_to_ns
 
 # Record-function names torch.profiler itself emits. The 2021 format files them under
 # ``Operator``, next to aten ops; they are annotations (steps, phases), not operators.
@@ -114,7 +114,7 @@ class Collected:
     """Everything read from the events, before pids are resolved and the window is applied.
 
     GPU ops and sync waits carry the pid of the trace row they were drawn on (Kineto uses the
-    device index there) until `chrome_trace` replaces it with the launching process's pid.
+    device index there) until `kineto.loader` replaces it with the launching process's pid.
     """
 
     ranges: list[CpuRange] = field(default_factory=list)
