@@ -102,7 +102,6 @@ NVTX = TableSpec(
     ("start", "end", "eventType", "globalTid"),
     ("text", "textId", "domainId", "endGlobalTid"),
 )
-STRING_IDS = TableSpec("StringIds", ("id", "value"))
 THREAD_NAMES = TableSpec("ThreadNames", ("globalTid", "nameId"))
 PROCESSES = TableSpec("PROCESSES", ("globalPid", "pid", "name"))
 GPU_INFO = TableSpec(
