@@ -12,7 +12,6 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -25,18 +24,9 @@ from advisor.report import console as console_report
 from advisor.report.html_report import render_html
 from advisor.report.html_view import fmt_ms
 from advisor.report.json_report import to_dict
-from tests.conftest import ROOT, SHARED_TRACES, shared
-
-TRACE_SUFFIXES = (".sqlite", ".sqlite.gz", ".json.gz")
-
-
-def _traces(root: Path) -> list[Path]:
-    if not root.exists():
-        return []
-    return sorted(p for p in root.rglob("*") if p.name.endswith(TRACE_SUFFIXES))
-
-
-TRACES = _traces(SHARED_TRACES) + _traces(ROOT / "fixtures")
+from tests.conftest import ROOT, shared
+from tests.golden.conftest import analysis_of
+from tests.golden.estimates import trace_keys
 
 
 @dataclass
@@ -47,21 +37,22 @@ class Reports:
     html: str
 
 
-def reports(path: Path, unpacked) -> Reports:
-    analysis = analyze(unpacked(path))
+def reports(key: str) -> Reports:
+    # The golden tests' cached analysis of the same trace (`tests/golden/conftest.py`): these
+    # cases are grouped with theirs by ``trace_key``, so each trace is analysed about once a run.
+    analysis = analysis_of(key)
+    if isinstance(analysis, Exception):
+        raise analysis
     out = io.StringIO()
     console_report.render(analysis, Console(file=out, width=400, highlight=False))
     return Reports(analysis, to_dict(analysis), out.getvalue(), render_html(analysis))
 
 
-def _id(p: Path) -> str:
-    return str(p.relative_to(ROOT.parent)) if p.is_relative_to(ROOT.parent) else p.name
-
-
-@pytest.mark.parametrize("path", TRACES, ids=_id)
-def test_reports_name_their_steps_withhold_estimates_and_share_one_baseline(path, unpacked):
+@pytest.mark.grouped_by("trace_key")
+@pytest.mark.parametrize("trace_key", trace_keys())
+def test_reports_name_their_steps_withhold_estimates_and_share_one_baseline(trace_key):
     """Each trace analysed once, four checks on its three reports."""
-    r = reports(path, unpacked)
+    r = reports(trace_key)
     says_which_steps_and_how_they_were_found(r)
     steps_that_cannot_carry_an_estimate_get_none(r)
     one_baseline_step_time_per_report(r)
