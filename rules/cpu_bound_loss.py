@@ -10,6 +10,7 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, DropOps, RemoveWaits
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Requirement, Rule
 from advisor.graph import api_names
+from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import (
@@ -39,18 +40,8 @@ def _idle_in(graph: OpGraph, pid: int, windows: list[tuple[int, int]]) -> int:
     for ga, gb in windows:
         if gb <= ga:
             continue
-        spans = sorted((max(ga, o.start_ns), min(gb, o.end_ns))
-                       for o in graph.ops_overlapping(pid, ga, gb))
-        busy, cur_a, cur_b = 0, None, None
-        for a, b in spans:
-            if cur_b is None or a > cur_b:
-                if cur_b is not None:
-                    busy += cur_b - cur_a
-                cur_a, cur_b = a, b
-            else:
-                cur_b = max(cur_b, b)
-        if cur_b is not None:
-            busy += cur_b - cur_a
+        busy, _ = union_length((max(ga, o.start_ns), min(gb, o.end_ns))
+                               for o in graph.ops_overlapping(pid, ga, gb))
         idle += (gb - ga) - busy
     return idle
 

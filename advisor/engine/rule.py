@@ -181,6 +181,14 @@ class Skipped:
     reason: str
 
 
+def skipped_by_reason(skipped: Iterable[Skipped]) -> list[tuple[str, list[str]]]:
+    """Each reason once, with the rules it stopped (ten rules share "no steps")."""
+    out: dict[str, list[str]] = {}
+    for x in skipped:
+        out.setdefault(x.reason, []).append(x.rule)
+    return list(out.items())
+
+
 class Rule(ABC):
     """Base class of every rule. Subclasses set the class attributes and implement `check`."""
 

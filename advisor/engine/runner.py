@@ -9,7 +9,7 @@ from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.effects import merge
 from advisor.engine.framework import FrameworkInfo
 from advisor.engine.host import HostFacts
-from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped
+from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped, skipped_by_reason
 from advisor.engine.step_basis import StepBasis
 from advisor.gc_pause import gc_paused
 from advisor.graph.model import GpuOpKind, OpGraph
@@ -48,11 +48,7 @@ class RuleResults:
     framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
-        """Each reason once, with the rules it stopped (ten rules share "no steps")."""
-        out: dict[str, list[str]] = {}
-        for x in self.skipped:
-            out.setdefault(x.reason, []).append(x.rule)
-        return list(out.items())
+        return skipped_by_reason(self.skipped)
 
 
 def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str | None:

@@ -123,11 +123,23 @@ def _column(name: str, optional: bool = False) -> property:
     return property(get, put)
 
 
-class _NodeView:
-    """Node ``i`` of a sealed simulation: changeable fields live in the columns, the rest
-    (``call``, ``obs_start``, ``ops``...) in the node built at construction, shared read-only."""
+class _View:
+    """Entry ``i`` of a sealed simulation: changeable fields live in the columns (descriptors
+    of the subclass), the rest in the object built at construction, shared read-only."""
 
     __slots__ = ("_e", "_i")
+
+    def __init__(self, entries: _Entries, i: int) -> None:
+        self._e, self._i = entries, i
+
+    def __getattr__(self, name: str):
+        return getattr(self._e.base[self._i], name)
+
+
+class _NodeView(_View):
+    """Node ``i`` of a sealed simulation (``call``, ``obs_start``, ``ops``... fixed)."""
+
+    __slots__ = ()
     dur = _column("dur")
     gap = _column("gap")
     gap_from = _column("gap_from")
@@ -142,17 +154,11 @@ class _NodeView:
     obs_start = _fixed("obs_start")
     obs_end = _fixed("obs_end")
 
-    def __init__(self, entries: _Entries, i: int) -> None:
-        self._e, self._i = entries, i
 
-    def __getattr__(self, name: str):
-        return getattr(self._e.base[self._i], name)
+class _OpView(_View):
+    """Op ``i`` of a sealed simulation (``op``, ``stream`` fixed)."""
 
-
-class _OpView:
-    """Op ``i`` of a sealed simulation (see `_NodeView`)."""
-
-    __slots__ = ("_e", "_i")
+    __slots__ = ()
     dur = _column("op_dur")
     launch_lat = _column("op_lat")
     stream_gap = _column("op_gap")
@@ -161,12 +167,6 @@ class _OpView:
     removed = _column("op_removed")
     op = _fixed("op")
     stream = _fixed("stream")
-
-    def __init__(self, entries: _Entries, i: int) -> None:
-        self._e, self._i = entries, i
-
-    def __getattr__(self, name: str):
-        return getattr(self._e.base[self._i], name)
 
 
 class _Built(list):

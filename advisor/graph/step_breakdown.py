@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from advisor.gc_pause import gc_paused
+from advisor.graph.intervals import union_length
 from advisor.graph.kernels import classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, RangeSource, Step
 from advisor.graph.projection import Projector
@@ -80,24 +81,6 @@ class Summary:
         return {c: ns / n for c, ns in causes.most_common()}
 
 
-def _union_length(intervals: list[tuple[int, int]]) -> tuple[int, list[tuple[int, int]]]:
-    """Total covered length and the gaps between the merged intervals."""
-    if not intervals:
-        return 0, []
-    intervals.sort()
-    total, gaps = 0, []
-    cur_s, cur_e = intervals[0]
-    for s, e in intervals[1:]:
-        if s > cur_e:
-            total += cur_e - cur_s
-            gaps.append((cur_e, s))
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    total += cur_e - cur_s
-    return total, gaps
-
-
 def _host_cause(graph: OpGraph, step: Step, t: int, next_op: GpuOp | None) -> str:
     """Blame for an idle instant when the host was in no CUDA call."""
     if next_op is not None:
@@ -153,7 +136,7 @@ def _busy_and_gaps(graph: OpGraph, step: Step) -> tuple[list[GpuOp], int, list[t
     """The step's GPU ops, their busy time and the idle gaps inside the step's GPU interval."""
     g0, g1 = _step_window(step)
     ops = graph.ops_overlapping(step.pid, g0, g1)
-    busy, gaps = _union_length([(max(o.start_ns, g0), min(o.end_ns, g1)) for o in ops])
+    busy, gaps = union_length([(max(o.start_ns, g0), min(o.end_ns, g1)) for o in ops])
     if ops:
         first = min(o.start_ns for o in ops)
         last = max(o.end_ns for o in ops)

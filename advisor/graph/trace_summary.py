@@ -13,6 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from advisor.graph.api_names import is_sync
+from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, classify_name
 from advisor.graph.model import GpuOpKind, OpGraph, SyncKind
 
@@ -67,20 +68,6 @@ class TraceSummary:
         return self.communication_ns / self.gpu_ns if self.gpu_ns else None
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, cur_s, cur_e = 0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
-
-
 def summarize_trace(graph: OpGraph) -> TraceSummary:
     ops = graph.gpu_ops
     by_device: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -114,7 +101,7 @@ def summarize_trace(graph: OpGraph) -> TraceSummary:
         w.duration_ns for w in waits)
     return TraceSummary(
         span_ns=span,
-        busy_ns=sum(_union(iv) for iv in by_device.values()),
+        busy_ns=sum(union_length(iv)[0] for iv in by_device.values()),
         devices=len(by_device),
         kernels=n_kernels,
         top_kernels=[KernelTotal(name, classify_name(name).value, n, ns)

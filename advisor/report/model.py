@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from advisor.analysis import Analysis
 from advisor.engine.framework import FrameworkInfo
-from advisor.engine.rule import Estimate, Finding, Skipped
+from advisor.engine.rule import Estimate, Finding, Skipped, skipped_by_reason
 from advisor.engine.runner import ReplayCheck
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.model import StepSource, TraceInfo
@@ -127,11 +127,7 @@ class Report:
     framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
-        """Each reason once, with the rules it stopped (ten rules share "no steps")."""
-        out: dict[str, list[str]] = {}
-        for x in self.skipped:
-            out.setdefault(x.reason, []).append(x.rule)
-        return list(out.items())
+        return skipped_by_reason(self.skipped)
 
 
 def _steps(analysis: Analysis) -> StepFigures:
