@@ -168,11 +168,16 @@ def main() -> int:
         sync(dev)
         if a.mode == "plain":
             r = run_plain(step, dev, TIMED if not a.tiny else 10)
-        elif a.mode == "nsys":
-            r = run_nsys(step, dev, TRACED)
         else:
-            r = run_kineto(step, dev, TRACED, a.mode == "kineto-stack",
-                           a.out / f"{name}-{a.mode}.json.gz")
+            # the same process's plain steps just before the traced ones: processes differ by
+            # up to 20% in host speed on the H100 machine, so the fit compares within one
+            before = run_plain(step, dev, TIMED if not a.tiny else 10)
+            if a.mode == "nsys":
+                r = run_nsys(step, dev, TRACED)
+            else:
+                r = run_kineto(step, dev, TRACED, a.mode == "kineto-stack",
+                               a.out / f"{name}-{a.mode}.json.gz")
+            r["plain_before"] = {k: v for k, v in before.items() if k != "per_step_ms"}
         results[name] = r
         print(f"calibration {a.mode} {name}: median {r['median_ms']:.3f} ms", flush=True)
     tag = a.mode if a.mode != "nsys" else f"nsys-{'-'.join(a.workload or WORKLOADS)}"

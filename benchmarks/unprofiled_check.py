@@ -39,7 +39,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 NSYS_FLAGS = ["-t", "cuda,nvtx,osrt,cublas,cudnn", "--sample=none", "--cpuctxsw=none",
               "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-f", "true"]
-PYBT_FLAGS = ["--python-backtrace=cuda"]
+NSYS_CONFIGS = {"nsys": NSYS_FLAGS, "nsys-lean": ["-t", "cuda,nvtx", *NSYS_FLAGS[2:]]}
+"""The nsys configurations calibrated: advisor's trace set, and CUDA and NVTX only.
+(``--python-backtrace=cuda`` recorded no backtraces on the H100 machine: nsys takes them with
+its CPU sampler, which that machine's kernel does not support.)"""
+PROFILE_CONFIGS = {"kineto": [], "kineto-nostack": ["--no-stacks"], "nsys": ["--nsys"],
+                   "nsys-lean": ["--nsys", "--nsys-trace", "cuda,nvtx"]}
+"""`advisor profile` options per configuration, for the framework workloads: the unprofiled
+steps it measures outside its window are the plain figure each capture is fitted against."""
+FRAMEWORK_SCRIPTS = {"fw-hf": ("benchmarks/frameworks/hf_trainer_tiny.py", ["--steps", "400"]),
+                     "fw-lightning": ("benchmarks/frameworks/lightning_tiny.py",
+                                      ["--steps", "400"])}
 TOLERANCE = 0.10
 
 
@@ -165,6 +175,24 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
     if tiny:
         timm_args += ["--device", "cpu", "--no-prefetcher"]
     prof = ["profile", "-q", "--steps", "8", "--then", "continue"]
+    if part == "C":
+        out.append({"name": "cal-plain", "kind": "cal", "cmd": [*cal, "--mode", "plain",
+                                                                  *tiny_flag]})
+        for mode in ("kineto", "kineto-stack"):
+            out.append({"name": f"cal-{mode}", "kind": "cal",
+                        "cmd": [*cal, "--mode", mode, *tiny_flag]})
+        if cuda:
+            for tag, flags in NSYS_CONFIGS.items():
+                for w in ("chain", "views", "mlp"):
+                    out.append({"name": f"cal-{tag}-{w}", "kind": "cal-nsys", "flags": flags,
+                                "cmd": [*cal, "--mode", "nsys", "--workload", w]})
+        for fw, (script, args) in FRAMEWORK_SCRIPTS.items():
+            for tag, extra in PROFILE_CONFIGS.items():
+                if tag.startswith("nsys") and not cuda:
+                    continue
+                out.append({"name": f"{fw}-{tag}", "kind": "framework", "cwd": work,
+                            "cmd": [*_advisor(), *prof, *extra, "--out", "{dir}", "--json",
+                                    "{dir}/advisor.json", str(ROOT / script), *args]})
     if part == "A":
         out.append({"name": "cal-plain", "kind": "cal", "cmd": [*cal, "--mode", "plain",
                                                                   *tiny_flag]})
@@ -173,7 +201,7 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
         out.append({"name": "cal-kineto-stack", "kind": "cal",
                     "cmd": [*cal, "--mode", "kineto-stack", *tiny_flag]})
         if cuda:
-            for flags, tag in ((NSYS_FLAGS, "nsys"), (NSYS_FLAGS + PYBT_FLAGS, "nsys-pybt")):
+            for tag, flags in NSYS_CONFIGS.items():
                 for w in ("chain", "views", "mlp"):
                     out.append({"name": f"cal-{tag}-{w}", "kind": "cal-nsys", "flags": flags,
                                 "cmd": [*cal, "--mode", "nsys", "--workload", w]})
@@ -191,9 +219,10 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                     "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json", "{dir}/advisor.json",
                             *nano_args]})
         if cuda:
-            out.append({"name": "nanogpt-nsys", "kind": "nanogpt", "cwd": nano,
-                        "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
-                                "{dir}/advisor.json", *nano_args]})
+            for tag in ("nsys", "nsys-lean"):
+                out.append({"name": f"nanogpt-{tag}", "kind": "nanogpt", "cwd": nano,
+                            "cmd": [*_advisor(), *prof, *PROFILE_CONFIGS[tag], "--out", "{dir}",
+                                    "--json", "{dir}/advisor.json", *nano_args]})
     if part == "B":
         out.append({"name": "timm-long", "kind": "timm", "cwd": timm,
                     "cmd": [*_advisor(), *prof, "--out", "{dir}", "--json", "{dir}/advisor.json",
@@ -208,8 +237,8 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                                 "{dir}/advisor.json", *timm_args]})
             if cuda:
                 out.append({"name": f"{wl}-nsys", "kind": wl, "cwd": timm,
-                            "cmd": [*_advisor(), *prof, "--nsys", "--out", "{dir}", "--json",
-                                    "{dir}/advisor.json", *timm_args]})
+                            "cmd": [*_advisor(), *prof, *PROFILE_CONFIGS["nsys"], "--out",
+                                    "{dir}", "--json", "{dir}/advisor.json", *timm_args]})
         out.append({"name": "hook-cost", "kind": "bench",
                     "cmd": [*_py(), str(HERE / "hook_cost.py"), "--blocks", "12", "--steps", "50"]})
         if cuda:
@@ -218,7 +247,7 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
                 out.append({"name": f"{sc}-plain", "kind": "scenario", "cwd": work,
                             "cmd": [*_py(), str(HERE / "scenarios" / "harness.py"), "timing",
                                     "--scenario", sc, "--variant", "bad", "--out", "{dir}"]})
-                for tag, extra in (("kineto", []), ("nsys", ["--nsys"])):
+                for tag, extra in (("kineto", []), ("nsys", PROFILE_CONFIGS["nsys"])):
                     out.append({"name": f"{sc}-{tag}", "kind": "scenario", "cwd": work,
                                 "cmd": [*_advisor(), *prof, *extra, "--out", "{dir}", "--json",
                                         "{dir}/advisor.json", str(script), "--variant", "bad",
@@ -228,7 +257,7 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
 
 ORDER = ("nanogpt-plain", "nanogpt-kineto", "nanogpt-nsys", "timm-", "unfused-attention-",
          "uncaptured-cuda-graph-", "hook-cost", "cal-plain", "cal-kineto", "cal-nsys-",
-         "cal-kineto-stack", "cal-nsys-pybt-", "nanogpt-hooks", "nanogpt-plain2",
+         "cal-kineto-stack", "cal-nsys-lean-", "nanogpt-hooks", "nanogpt-plain2",
          "nanogpt-hooks2", "timm-long", "timm-long-plain")
 """Run order of ``--part all`` (one device call): what the table needs first, so a deadline
 cuts the least needed runs."""
@@ -330,7 +359,7 @@ def calibration_rows(dirs: list[Path]) -> list[dict]:
         for mode in ("kineto", "kineto-stack"):
             for w in plain:
                 traces.append((mode, w, root / f"cal-{mode}" / f"{w}-{mode}.json.gz"))
-        for tag in ("nsys", "nsys-pybt"):
+        for tag in NSYS_CONFIGS:
             for w in plain:
                 traces.append((tag, w, root / f"cal-{tag}-{w}" / "nsys.sqlite.gz"))
         for mode, w, trace in traces:
@@ -472,7 +501,7 @@ def main() -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect")
     c.add_argument("--out", type=Path, required=True)
-    c.add_argument("--part", choices=["A", "B", "all"], required=True)
+    c.add_argument("--part", choices=["A", "B", "C", "all"], required=True)
     c.add_argument("--ext", type=Path, default=ROOT / "ext")
     c.add_argument("--deadline", type=float, default=480.0)
     c.add_argument("--job-timeout", type=float, default=150.0)

@@ -17,6 +17,47 @@ from advisor.graph.kernels import KernelCategory, classify, op_precision, short_
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
 
+GEMM_OPERATORS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
+                            "aten::_addmm_activation"})
+"""Operators whose inputs give a GEMM's sizes (M x K times K x N, batched or with a bias)."""
+
+TENSOR_CORE_MULTIPLE = 8
+"""cuBLAS runs a 16-bit GEMM on tensor cores when M, N and K are multiples of 8 (16 bytes): a
+size such as GPT-2's 50,257-token vocabulary sends its GEMMs to a CUDA-core kernel. Measured on
+the H100 (HF run_clm.py, GPT-2, bf16): the three vocabulary GEMMs ran 15.4 ms per step in
+cuBLAS's `Kernel2` (about 123 TFLOP/s, the non-tensor 16-bit rate), while the step's other GEMMs
+ran on tensor cores."""
+
+
+def gemm_sizes(shapes: tuple) -> tuple[int, ...] | None:
+    """M, K and N of a GEMM operator's two matrix inputs (the last two 2-D-or-more inputs)."""
+    mats = [s for s in shapes if isinstance(s, tuple) and len(s) >= 2
+            and all(isinstance(d, int) for d in s)]
+    if len(mats) < 2:
+        return None
+    a, b = mats[-2], mats[-1]
+    return a[-2], a[-1], b[-1]
+
+
+def unaligned_gemms(graph: OpGraph, gemms: Sequence[GpuOp]) -> tuple[set[int], bool]:
+    """Kernels of GEMM operators with a size that is not a multiple of `TENSOR_CORE_MULTIPLE`,
+    and whether any GEMM's sizes were known (only traces with operator shapes tell)."""
+    out, known = set(), False
+    for o in gemms:
+        call = graph.launcher(o)
+        if call is None:
+            continue
+        for r in reversed(graph.ranges_at(call.pid, call.tid, call.start_ns)):
+            if r.name in GEMM_OPERATORS and r.shapes:
+                sizes = gemm_sizes(r.shapes)
+                if sizes is not None:
+                    known = True
+                    if any(d % TENSOR_CORE_MULTIPLE for d in sizes):
+                        out.add(o.id)
+                break
+    return out, known
+
+
 DEFAULT_GPU = lookup("H100")
 """Traces that name no GPU and carry no architecture tag are read as the H100 advisor targets."""
 
@@ -181,12 +222,17 @@ class Fp32Matmul(Rule):
         share = op_share(gemms, steps)
         ratio = gpu.fp32_to_16bit
         low_ratio = gpu.fp32_to_tf32 or ratio
+        unaligned, sizes_known = unaligned_gemms(graph, gemms)
+        simt = min(gpu.half_simt_ratio, ratio)
 
         def effects(factor: float, bound: int) -> list:
-            return [SetOpDurations(tuple((o.id, max(min(o.duration_ns, MIN_KERNEL_NS),
-                                                    int(o.duration_ns / factor)))
-                                         for o in gemms + attention)),
-                    *autocast_memory_effects(chains, bound)]
+            return [SetOpDurations(tuple(
+                (o.id, max(min(o.duration_ns, MIN_KERNEL_NS),
+                           int(o.duration_ns / (min(factor, simt) if o.id in unaligned
+                                                else factor))))
+                for o in gemms + attention)),
+                *autocast_memory_effects(chains, bound)]
+        unaligned_ns = sum(o.duration_ns for o in gemms if o.id in unaligned)
 
         names = Counter(short_name(o.name) for o in gemms)
         half = gpu.half_dtype
@@ -203,7 +249,8 @@ class Fp32Matmul(Rule):
                             "fp32_gemm_ns_per_step": per_step(total, steps), "fp32_gemm_share": share,
                             "fp32_attention_ns_per_step":
                                 per_step(sum(o.duration_ns for o in attention), steps),
-                            "fp32_to_16bit_ratio": ratio},
+                            "fp32_to_16bit_ratio": ratio,
+                            "unaligned_gemm_ns_per_step": per_step(unaligned_ns, steps)},
             ),
             mechanism="fp32-gemms" if gpu.bf16 else "fp32-gemms-no-bf16",
             params={"gpu": gpu.name},
@@ -213,6 +260,13 @@ class Fp32Matmul(Rule):
             model=(f"replay with FP32 GEMMs and attention at the {gpu.name}'s {half} tensor-core rate "
                    "and the memory-bound kernels as autocast leaves them"),
             assumptions=(f"a {half} GEMM is {ratio:.1f}x faster than FP32 on the {gpu.name}",
+                         (f"GEMMs with a size that is not a multiple of {TENSOR_CORE_MULTIPLE} "
+                          f"({per_step(unaligned_ns, steps) / 1e6:.2f} ms per step here) stay on "
+                          f"CUDA cores: {simt:.1f}x" if sizes_known else
+                          "GEMM sizes are not in the trace (no operator shapes): every GEMM is "
+                          f"taken to be tensor-core eligible (sizes multiples of "
+                          f"{TENSOR_CORE_MULTIPLE}); one that is not gains {simt:.1f}x, not "
+                          f"{ratio:.1f}x"),
                          "memory-bound kernels move 16-bit data under autocast (half the bytes) "
                          "except normalizations and softmax, which stay FP32 and add casts",
                          "compiler-fusion, where raised, fuses the same kernels: replayed together"),

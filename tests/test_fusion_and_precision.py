@@ -24,14 +24,17 @@ FILES = {"nsys": "nsys.sqlite.gz", "kineto": "trace.json.gz"}
 
 
 HOST_BOUND_MISS = (
-    "after the fix the replay is host-bound on the profiled host chain: 47.8 ms (HF, nsys) and "
-    "58.7 ms (Lightning, nsys) with the calibrated 11 us per CUDA call removed, while the whole "
-    "bf16 steps measured 32.6 and 31.7 ms unprofiled (the GPU time of the fixed step replays at "
-    "31.6-33.1 ms): the profilers' host cost on these framework steps is above the calibration "
-    "(advisor/engine/profiler_cost.py), so the estimates stay host-bound (docs/validation.md)")
-HOST_BOUND_MISSES = {("lightning-vit-b", "nsys"), ("lightning-vit-b", "kineto"), ("hf-gpt2", "nsys")}
-"""Where that host floor puts the estimate outside the tolerance: HF under torch.profiler (host
-chain 34.0 ms) comes out at 4.45x, 0.77 of the 5.82x measured, inside it."""
+    "after the fix the replay is host-bound on the profiled host chain (58.7 ms, Lightning, nsys, "
+    "with the calibrated 11 us per CUDA call removed) while the whole bf16 step measured 31.7 ms: "
+    "the profilers' host cost on this framework step is above the calibration "
+    "(advisor/engine/profiler_cost.py), so the estimate stays host-bound (docs/validation.md)")
+NO_SHAPES_MISS = (
+    "an nsys trace has no operator shapes, so the GEMMs of GPT-2's 50,257-token vocabulary (36.6 "
+    "ms per FP32 step), which stay on CUDA cores in bf16, are taken at the tensor-core rate; and "
+    "autocast's casts of the 412M-element logits are not modelled (docs/validation.md)")
+MISSES = {("lightning-vit-b", "nsys"): HOST_BOUND_MISS, ("lightning-vit-b", "kineto"): HOST_BOUND_MISS,
+          ("hf-gpt2", "nsys"): NO_SHAPES_MISS}
+"""Where the estimate falls outside the tolerance, and why."""
 
 
 def step(case: str, variant: str) -> float:
@@ -130,8 +133,8 @@ def test_fp32_matmul_on_public_scripts_names_bf16(case, before, after, fmt, requ
     f = finding(a, "fp32-matmul")
     assert f is not None and "bf16" in f.fix.title and "TF32" in f.fix.title
     assert f.evidence.quantities["fp32_to_16bit_ratio"] == pytest.approx(14.8)
-    if (case, fmt) in HOST_BOUND_MISSES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=HOST_BOUND_MISS))
+    if (case, fmt) in MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=MISSES[(case, fmt)]))
     measured = step(case, before) / step(case, after)
     assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
 
@@ -207,15 +210,20 @@ def test_a_trace_naming_no_gpu_is_read_from_architecture_specific_kernels_only(c
     ("lightning-vit-b", "32-true", "bf16-mixed"),
     ("hf-gpt2", "fp32", "bf16"),
 ])
-def test_fp32_matmul_models_the_fixed_steps_gpu_time(case, before, after):
+def test_fp32_matmul_models_the_fixed_steps_gpu_time(case, before, after, request):
     """The GPU side of autocast (GEMMs at the BF16 rate, memory-bound chains by their bytes) on the
     FP32 trace against the whole bf16 step measured unprofiled, which is at least its GPU time
     and here little more: the replay's GPU time must fall within 10% of it. A flat 0.85 for the
-    memory-bound kernels put the HF step's GPU time at 38.6 ms against 32.6 measured."""
+    memory-bound kernels put the HF step's GPU time at 38.6 ms against 32.6 measured then; the
+    HF bf16 step was re-measured with its GPU time (65.0 ms per step under nsys), against which
+    the nsys replay (no shapes, no casts modelled) misses."""
     from advisor.rules.fp32_matmul import Fp32Matmul
 
     from advisor.engine.context import RuleContext, analysed_steps
 
+    reference = MEASURED[case].get("bf16_gpu_busy_ms", step(case, after))
+    if case == "hf-gpt2":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=NO_SHAPES_MISS))
     graph = load_trace(PUBLIC / case / FILES["nsys"])
     steps = analysed_steps(graph)
     ctx = RuleContext(graph, steps)
@@ -225,4 +233,22 @@ def test_fp32_matmul_models_the_fixed_steps_gpu_time(case, before, after):
         e.apply(sim)
     cols = sim.columns()
     gpu_ms = sum(d for d, gone in zip(cols.op_dur, cols.op_removed) if not gone) / len(steps) / 1e6
-    assert gpu_ms == pytest.approx(step(case, after), rel=0.10), (gpu_ms, step(case, after))
+    assert gpu_ms == pytest.approx(reference, rel=0.10), (gpu_ms, reference)
+
+
+def test_fp32_matmul_finds_the_gemms_that_stay_off_tensor_cores_from_operator_shapes():
+    """GPT-2's 50,257-token vocabulary: its three GEMMs per step (logits, and the two of their
+    backward) have a size that is not a multiple of 8, which keeps a 16-bit GEMM off the tensor
+    cores; the torch.profiler trace records the shapes, the nsys trace does not and says so."""
+    from advisor.rules.fp32_matmul import gemm_sizes
+
+    assert gemm_sizes(((8192, 768), (768, 50257))) == (8192, 768, 50257)
+    assert gemm_sizes(((2304,), (8192, 768), (768, 2304), (), ())) == (8192, 768, 2304)
+    kineto = finding(run(str(PUBLIC / "hf-gpt2" / FILES["kineto"]), ("fp32-matmul",)), "fp32-matmul")
+    q = kineto.evidence.quantities
+    assert 0.2 < q["unaligned_gemm_ns_per_step"] / q["fp32_gemm_ns_per_step"] < 0.4
+    assert any("not a multiple of 8" in a for a in kineto.estimate.assumptions)
+    nsys = finding(run(str(PUBLIC / "hf-gpt2" / FILES["nsys"]), ("fp32-matmul",)), "fp32-matmul")
+    assert nsys.evidence.quantities["unaligned_gemm_ns_per_step"] == 0
+    assert any("sizes are not in the trace" in a for a in nsys.estimate.assumptions)
+    assert kineto.estimate.speedup < nsys.estimate.speedup

@@ -38,6 +38,8 @@ from advisor.commands.analyze import rule_options
               help="Write the HTML report here.")
 @click.option("--nsys", is_flag=True,
               help="Record the window with Nsight Systems (nsys on PATH) instead of torch.profiler.")
+@click.option("--nsys-trace", default="cuda,nvtx,osrt,cublas,cudnn", show_default=True,
+              metavar="APIS", help="What nsys traces (its -t), with --nsys.")
 @click.option("--stacks/--no-stacks", default=True, show_default=True,
               help="Record Python call stacks in the window (torch.profiler with_stack), so "
                    "findings name your source lines; their cost is removed from estimates.")
@@ -51,7 +53,7 @@ from advisor.commands.analyze import rule_options
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def command(wait: int | None, window_at: str | None, then: str | None, steps: int, out: Path,
             json_out: Path | None, html_out: Path | None,
-            nsys: bool, stacks: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+            nsys: bool, nsys_trace: str, stacks: bool, select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
             module: bool, nsys_child: bool, script: str, script_args: tuple[str, ...]) -> int:
     """Run SCRIPT as `python SCRIPT ARGS` would, find its training steps, record a window of
@@ -84,5 +86,6 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
                           json_out=json_out, html_out=html_out,
                           nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
                           ignore=ignore, rule_option=rule_option, isolated=isolated,
-                          show_fixes=show_fixes, stacks=stacks)
+                          show_fixes=show_fixes, stacks=stacks,
+                          nsys_trace=nsys_trace)
     return profile(opts, Target(script, module=module), list(script_args))

@@ -33,6 +33,10 @@ class GpuSpec:
     fp8: float | None  # None: no FP8 tensor cores (before Ada/Hopper)
     bandwidth_gbs: float
     measured_fp32_to_16bit: float | None = None  # a GEMM ratio measured on this GPU, if any
+    # 16-bit on CUDA cores (no tensor cores) over FP32: what a 16-bit GEMM whose sizes are not
+    # multiples of 8 gets from cuBLAS. 2x FP32 on Volta, Turing, Ada and Hopper (H100 whitepaper:
+    # 133.8 vs 66.9 TFLOP/s); A100 4x (78 vs 19.5).
+    half_simt_ratio: float = 2.0
 
     @property
     def half_dtype(self) -> str:
@@ -62,7 +66,8 @@ _SPECS: list[tuple[re.Pattern[str], GpuSpec]] = [
     (re.compile(p, re.I), s) for p, s in [
         (r"V100", GpuSpec("V100", (7, 0), 15.7, 125, None, None, None, 900)),
         (r"\bT4\b", GpuSpec("T4", (7, 5), 8.1, 65, None, None, None, 320)),
-        (r"A100", GpuSpec("A100", (8, 0), 19.5, 312, 312, 156, None, 2039)),
+        (r"A100", GpuSpec("A100", (8, 0), 19.5, 312, 312, 156, None, 2039,
+                                   half_simt_ratio=4.0)),
         (r"\bA10G?\b", GpuSpec("A10", (8, 6), 31.2, 125, 125, 62.5, None, 600)),
         (r"RTX 30\d0|RTX A\d000", GpuSpec("RTX 30/A series", (8, 6), 29.8, 119, 119, 59.5, None, 760)),
         (r"L40S", GpuSpec("L40S", (8, 9), 91.6, 362, 362, 183, 733, 864)),

@@ -415,6 +415,10 @@ class _Loader:
         out["nvidia_driver"] = _driver_version(env.get("NvDriverVersion", ""))
         if self._has_python_backtraces():
             out["nsys_python_backtrace"] = "yes"  # its host cost differs (profiler_cost)
+        traced = sorted({str(v) for _, k, v in self._scan(S.CAPTURE_META)
+                         if k == "CAPTURE_EVENT_TYPE" and v})
+        if traced:
+            out["nsys_traced"] = ",".join(traced)  # what the host paid for (profiler_cost)
         return {k: v for k, v in out.items() if v}
 
     def _has_python_backtraces(self) -> bool:

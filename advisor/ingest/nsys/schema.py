@@ -111,6 +111,9 @@ GPU_INFO = TableSpec(
 )
 CUDA_DEVICE = TableSpec("TARGET_INFO_CUDA_DEVICE", ("gpuId", "cudaId"))
 SYSTEM_ENV = TableSpec("TARGET_INFO_SYSTEM_ENV", ("name", "value"))
+CAPTURE_META = TableSpec("META_DATA_CAPTURE", ("name", "value"))
+"""How the capture was configured: one CAPTURE_EVENT_TYPE row per traced API (Cuda, NvtxEvents,
+OSRuntime, CuBLAS, CuDNN, ...). Each traced API costs the host per call (profiler_cost)."""
 
 GPU_OP_SPECS = (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)
 """Tables of device work, each read with the same window predicate."""
