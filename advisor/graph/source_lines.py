@@ -297,10 +297,11 @@ class Timelines:
 
     def origin(self, r: CpuRange) -> Where | None:
         """The user frames of the forward op whose autograd node backward op ``r`` runs."""
-        if not r.name.startswith(EVALUATE_FUNCTION) or self._forward is None:
+        if not r.name.startswith(EVALUATE_FUNCTION):
             return None
+        self._ranges((r.pid, r.tid))  # builds the index of forward ops on first use
         fwd = None
-        for cand in self._forward.get((r.pid, r.sequence), ()):
+        for cand in (self._forward or {}).get((r.pid, r.sequence), ()):
             if cand.start_ns > r.start_ns:
                 break
             fwd = cand
