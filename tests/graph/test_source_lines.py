@@ -148,7 +148,7 @@ def test_backward_nodes_join_the_forward_ops_that_created_them():
         if w is not None:
             joined += 1
             by_node[r.name[len(EVALUATE_FUNCTION):]].add(w.frame.function)
-    assert joined >= 0.9 * len(nodes)
+    assert joined == len(nodes)  # AccumulateGrad records no sequence number: not in nodes
     assert by_node["SmoothL1LossBackward0"] == {"loss_loop"}  # F.smooth_l1_loss in the loop
     assert by_node["NllLossBackward0"] == {"loss_loop"}  # F.cross_entropy in the loop
     assert "forward" in by_node["AddmmBackward0"] and "loss_loop" not in by_node["AddmmBackward0"]
