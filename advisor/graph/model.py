@@ -91,6 +91,12 @@ class CpuRange:
     # what lets a rule compute FLOPs and bytes instead of guessing them.
     shapes: tuple | None = None
     dtypes: tuple | None = None
+    # Autograd's link between a forward operator and the backward of the node it created
+    # (Kineto ``Sequence number`` / ``Fwd thread id``): a backward op carries the sequence
+    # number of the forward op that built its node and a nonzero ``fwd_thread``; forward ops
+    # carry ``fwd_thread`` 0. -1: not recorded.
+    sequence: int = -1
+    fwd_thread: int = -1
 
     @property
     def duration_ns(self) -> int:

@@ -16,6 +16,18 @@ library call made from that user frame (``via``: ``Tensor.item``, ``backward (to
   ``get_batch()`` between forward and backward is ``get_batch``, not ``loss``);
 * each finding's evidence (the calls and kernels it cites), by the frame that made the call.
 
+Backward work is named after the forward code that built it. ``loss.backward()`` runs the
+autograd graph on autograd's own thread (one per device), where no user frame is on the stack:
+by the stack alone, all of it is the ``backward()`` call. But torch.profiler records, on every
+forward operator, the autograd *sequence number* of the node it creates, and on each
+``autograd::engine::evaluate_function: XBackward0`` the number of the node it runs (with the
+forward thread's id): `Timelines` joins the two, so each node's backward is labelled with the
+user frame of the forward operator that created it (``via`` `BACKWARD_OF`) and ``through``
+the call it ran under (``train.py:305 <module> -> backward``). While the step's thread waits
+in a library call (``backward()``, a framework's ``fit``), its time and the GPU idle in it go
+to the frames whose backward the autograd thread is running then. A per-sample Python loss
+loop that builds hundreds of tiny nodes is then the loss loop's line, not ``backward()``.
+
 Per-step figures are totals over the analysed steps divided by their number.
 """
 
@@ -23,7 +35,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from advisor.graph.frames import Frame, call_label, is_user_file, parse
@@ -32,6 +44,14 @@ from advisor.graph.step_breakdown import idle_segments
 
 NO_FRAME = Frame("(no Python frame)", 0, "")
 """Time on the thread when the profiler saw no Python frame running."""
+
+BACKWARD_OF = "backward of its ops"
+"""The ``via`` of time spent running the backward of the autograd nodes a user frame created."""
+
+AUTOGRAD = Frame("autograd", 0, "backward")
+"""The flame view's leaf under a user frame for the backward of the nodes it created."""
+
+EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +71,8 @@ class Where:
 
     path: tuple[UserCall, ...]
     via: str
+    # for backward work (``via`` BACKWARD_OF): the frame and call it ran under, when known
+    through: tuple[Frame, str] | None = None
 
     @property
     def frame(self) -> Frame:
@@ -117,12 +139,14 @@ def _unwrapped(order: Sequence[CpuRange], longest: list[int], i: int) -> str:
     return order[i].name
 
 
-def _sweep(ranges: Sequence[CpuRange], window_start: int) -> ThreadTimeline:
+def _sweep(ranges: Sequence[CpuRange], window_start: int,
+           origin: Callable[[CpuRange], Where | None] | None = None) -> ThreadTimeline:
     """Flatten nested ranges into segments labelled by the innermost range's `Where`.
 
     A frame the profiler found already running when it started (the training loop itself) is
     named with the line it was executing then, not the line it starts at: its line is dropped
-    (0) so the same function is one key whatever line the window caught it on.
+    (0) so the same function is one key whatever line the window caught it on. ``origin``
+    names a backward operator's forward code (`Timelines`); everything inside it is its.
     """
     order = sorted(ranges, key=lambda r: (r.start_ns, -r.end_ns))
     longest = _longest_children(order)
@@ -157,7 +181,11 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int) -> ThreadTimeline:
         parent_user = parent[2] if parent else True
         frame = parse(r.name) if r.source is RangeSource.PYTHON else None
         user = frame is not None and is_user_file(frame.file)
-        if user:
+        fwd = origin(r) if origin is not None and r.fwd_thread > 0 else None
+        if fwd is not None:
+            through = (parent_where.frame, parent_where.via) if parent_where.path else None
+            w = Where(fwd.path, BACKWARD_OF, through)
+        elif user:
             if r.start_ns <= window_start:
                 frame = Frame(frame.file, 0, frame.function)
             w = Where((*parent_where.path, UserCall(frame, parent_user)), "")
@@ -180,6 +208,7 @@ class LineCost:
     ns_per_step: float
     count: int = 0  # evidence events (findings only)
     caller: Frame | None = None  # the user frame that called ``frame`` directly, if one did
+    through: tuple[Frame, str] | None = None  # backward work: the frame and call it ran under
 
 
 @dataclass(frozen=True)
@@ -217,25 +246,126 @@ def has_stacks(graph: OpGraph) -> bool:
 
 
 class Timelines:
-    """Per-thread timelines, built on first use (only the threads a question touches)."""
+    """Per-thread timelines, built on first use (only the threads a question touches).
+
+    `thread` names backward operators after the forward code that created their autograd
+    node: a backward op (``fwd_thread`` > 0) is joined to the forward op of the same process
+    with its sequence number (``fwd_thread`` 0, the last one started with that number on its
+    thread: the op that created the node; ops that create none record the number the next
+    node will take), and labelled with that forward op's user frames, read from the *plain*
+    timeline of the forward thread (stacks only, no joins). The trace gives the forward
+    thread as the profiler's own thread number, not the OS thread id: when several threads of
+    the process ran forward ops with that sequence number, the one that started it last before
+    the backward op is taken.
+    """
 
     def __init__(self, graph: OpGraph, window_start: int) -> None:
         self.graph = graph
         self.window_start = window_start
         self._by_thread: dict[tuple[int, int], list[CpuRange]] | None = None
+        self._plain: dict[tuple[int, int], ThreadTimeline] = {}
         self._built: dict[tuple[int, int], ThreadTimeline] = {}
+        self._forward: dict[tuple[int, int], list[CpuRange]] | None = None
+        self._backward_threads: set[tuple[int, int]] = set()
+        self._merged: dict[tuple[int, int], ThreadTimeline | None] = {}
+
+    def _ranges(self, key: tuple[int, int]) -> list[CpuRange]:
+        if self._by_thread is None:
+            by: dict[tuple[int, int], list[CpuRange]] = defaultdict(list)
+            forward: dict[tuple[int, int], dict[int, CpuRange]] = defaultdict(dict)
+            for r in self.graph.ranges:
+                if r.source in (RangeSource.PYTHON, RangeSource.OPERATOR):
+                    by[(r.pid, r.tid)].append(r)
+                    if r.fwd_thread == 0:
+                        last = forward[(r.pid, r.sequence)]
+                        seen = last.get(r.tid)
+                        if seen is None or seen.start_ns <= r.start_ns:
+                            last[r.tid] = r
+                    elif r.fwd_thread > 0 and r.name.startswith(EVALUATE_FUNCTION):
+                        self._backward_threads.add((r.pid, r.tid))
+            self._by_thread = by
+            self._forward = {k: sorted(v.values(), key=lambda r: r.start_ns)
+                             for k, v in forward.items()}
+        return self._by_thread.get(key, [])
+
+    def plain(self, pid: int, tid: int) -> ThreadTimeline:
+        """The thread by its own Python stacks alone."""
+        key = (pid, tid)
+        if key not in self._plain:
+            self._plain[key] = _sweep(self._ranges(key), self.window_start)
+        return self._plain[key]
+
+    def origin(self, r: CpuRange) -> Where | None:
+        """The user frames of the forward op whose autograd node backward op ``r`` runs."""
+        if not r.name.startswith(EVALUATE_FUNCTION):
+            return None
+        self._ranges((r.pid, r.tid))  # builds the index of forward ops on first use
+        fwd = None
+        for cand in (self._forward or {}).get((r.pid, r.sequence), ()):
+            if cand.start_ns > r.start_ns:
+                break
+            fwd = cand
+        if fwd is None:
+            return None
+        w = self.plain(fwd.pid, fwd.tid).at(fwd.start_ns)
+        return w if w is not None and w.path else None
 
     def thread(self, pid: int, tid: int) -> ThreadTimeline:
+        """The thread, its backward ops named after the forward code that built them."""
         key = (pid, tid)
         if key not in self._built:
-            if self._by_thread is None:
-                by: dict[tuple[int, int], list[CpuRange]] = defaultdict(list)
-                for r in self.graph.ranges:
-                    if r.source in (RangeSource.PYTHON, RangeSource.OPERATOR):
-                        by[(r.pid, r.tid)].append(r)
-                self._by_thread = by
-            self._built[key] = _sweep(self._by_thread.get(key, []), self.window_start)
+            ranges = self._ranges(key)
+            if key in self._backward_threads:
+                self._built[key] = _sweep(ranges, self.window_start, self.origin)
+            else:
+                self._built[key] = self.plain(pid, tid)
         return self._built[key]
+
+    def backward_elsewhere(self, pid: int, tid: int) -> ThreadTimeline | None:
+        """Backward work of the process's other threads (autograd's), as one timeline of
+        the segments named after forward code; overlaps go to the segment started first."""
+        key = (pid, tid)
+        if key not in self._merged:
+            self._ranges(key)
+            segs: list[tuple[int, int, Where]] = []
+            for other in sorted(self._backward_threads):
+                if other[0] != pid or other == key:
+                    continue
+                t = self.thread(*other)
+                segs.extend((a, b, w) for a, b, w in zip(t.starts, t.ends, t.where)
+                            if w.via == BACKWARD_OF)
+            segs.sort(key=lambda x: x[0])
+            starts: list[int] = []
+            ends: list[int] = []
+            where: list[Where] = []
+            for a, b, w in segs:
+                if ends and a < ends[-1]:
+                    a = ends[-1]
+                if b > a:
+                    starts.append(a)
+                    ends.append(b)
+                    where.append(w)
+            self._merged[key] = ThreadTimeline(starts, ends, where) if starts else None
+        return self._merged[key]
+
+
+def _waiting_on_backward(tl: ThreadTimeline, backward: ThreadTimeline | None, a: int, b: int,
+                         interned: dict[Where, Where]) -> Iterator[tuple[int, int, Where]]:
+    """The thread's segments in [a, b); while it waits in a library call (``backward()``) and
+    autograd's thread runs the backward of known forward code, that code instead."""
+    for s, e, w in tl.overlapping(a, b):
+        if backward is None or (w.path and not w.via):
+            yield s, e, w
+            continue
+        cur = s
+        for bs, be, bw in backward.overlapping(s, e):
+            if bs > cur:
+                yield cur, bs, w
+            sub = Where(bw.path, bw.via, (w.frame, w.via) if w.path else bw.through)
+            yield bs, be, interned.setdefault(sub, sub)
+            cur = be
+        if e > cur:
+            yield cur, e, w
 
 
 def _caller(w: Where) -> Frame | None:
@@ -244,14 +374,21 @@ def _caller(w: Where) -> Frame | None:
     return None
 
 
-def _ranked(costs: dict[tuple[Frame, str], float], n: int,
+_Key = tuple[Frame, str, "tuple[Frame, str] | None"]
+
+
+def _key(w: Where) -> _Key:
+    return (w.frame, w.via, w.through)
+
+
+def _ranked(costs: dict[_Key, float], n: int,
             callers: dict[Frame, dict[Frame | None, float]]) -> list[LineCost]:
     def caller(f: Frame) -> Frame | None:
         by = callers.get(f)
         return max(by, key=lambda c: by[c]) if by else None
 
-    return [LineCost(f, via, ns / n, caller=caller(f))
-            for (f, via), ns in sorted(costs.items(), key=lambda kv: -kv[1]) if ns > 0]
+    return [LineCost(f, via, ns / n, caller=caller(f), through=through)
+            for (f, via, through), ns in sorted(costs.items(), key=lambda kv: -kv[1]) if ns > 0]
 
 
 def _phase_parts(tl: ThreadTimeline, step: Step, out: dict[tuple[str, Frame | None], float]) -> None:
@@ -275,24 +412,28 @@ def attribute(graph: OpGraph, steps: Sequence[Step]) -> SourceAttribution | None
     first = min(s.cpu_start_ns for s in graph.steps) if graph.steps else steps[0].cpu_start_ns
     timelines = Timelines(graph, first)
     tl = timelines.thread(pid, tid)
+    backward = timelines.backward_elsewhere(pid, tid)
+    interned: dict[Where, Where] = {}
     n = len(steps)
-    idle: dict[tuple[Frame, str], float] = defaultdict(float)
-    host: dict[tuple[Frame, str], float] = defaultdict(float)
+    idle: dict[_Key, float] = defaultdict(float)
+    host: dict[_Key, float] = defaultdict(float)
     flame_self: dict[tuple[Frame, ...], float] = defaultdict(float)
     phases: dict[tuple[str, Frame | None], float] = defaultdict(float)
     callers: dict[Frame, dict[Frame | None, float]] = defaultdict(lambda: defaultdict(float))
     for step in steps:
         for a, b, _cause in idle_segments(graph, step):
             covered = a
-            for s, e, w in tl.overlapping(a, b):
-                idle[(w.frame, w.via)] += e - s
+            for s, e, w in _waiting_on_backward(tl, backward, a, b, interned):
+                idle[_key(w)] += e - s
                 covered += e - s
             if b > covered:
-                idle[(NO_FRAME, "")] += b - covered
-        for s, e, w in tl.overlapping(step.cpu_start_ns, step.cpu_end_ns):
-            host[(w.frame, w.via)] += e - s
+                idle[(NO_FRAME, "", None)] += b - covered
+        for s, e, w in _waiting_on_backward(tl, backward, step.cpu_start_ns, step.cpu_end_ns,
+                                            interned):
+            host[_key(w)] += e - s
             callers[w.frame][_caller(w)] += e - s
-            flame_self[tuple(c.frame for c in w.path)] += e - s
+            path = tuple(c.frame for c in w.path)
+            flame_self[(*path, AUTOGRAD) if w.via == BACKWARD_OF else path] += e - s
         _phase_parts(tl, step, phases)
     flame_total: dict[tuple[Frame, ...], float] = defaultdict(float)
     for path, ns in flame_self.items():
@@ -313,9 +454,10 @@ def attribute(graph: OpGraph, steps: Sequence[Step]) -> SourceAttribution | None
 def attribute_findings(attr: SourceAttribution, graph: OpGraph, findings: Sequence) -> None:
     """Each finding's evidence calls and kernels by the user frame that made the call.
 
-    A kernel counts where its launching call was made; a call on a thread with no user frame
-    (autograd's backward thread, a DataLoader pin thread) counts where the analysed thread
-    was at that moment (waiting in ``backward()``, say). Fills ``attr.findings``.
+    A kernel counts where its launching call was made; a call made by the backward of an
+    autograd node counts at the forward code that created the node (`Timelines`); any other
+    call on a thread with no user frame (a DataLoader pin thread) counts where the analysed
+    thread was at that moment (waiting in ``backward()``, say). Fills ``attr.findings``.
     """
     tls = attr.timelines
     if tls is None:
@@ -325,7 +467,8 @@ def attribute_findings(attr: SourceAttribution, graph: OpGraph, findings: Sequen
     main = tls.thread(*attr.thread)
     for k, finding in enumerate(findings):
         ids = getattr(getattr(finding, "evidence", None), "node_ids", ()) or ()
-        where: dict[tuple[Frame, str, Frame | None], list[float]] = defaultdict(lambda: [0, 0.0])
+        where: dict[tuple[Frame, str, Frame | None, tuple[Frame, str] | None], list[float]] = \
+            defaultdict(lambda: [0, 0.0])
         steps = set(getattr(finding.evidence, "steps", ()) or ()) or {0}
         for node in ids:
             call = calls.get(node)
@@ -334,18 +477,23 @@ def attribute_findings(attr: SourceAttribution, graph: OpGraph, findings: Sequen
             if call is None:
                 continue
             w = tls.thread(call.pid, call.tid).at(call.start_ns)
+            if w is not None and w.via == BACKWARD_OF and w.through is None:
+                m = main.at(call.start_ns)
+                if m is not None and m.path:
+                    w = Where(w.path, w.via, (m.frame, m.via))
             if w is None or not w.path:
                 w = main.at(call.start_ns)
             if w is None:
                 continue
-            acc = where[(w.frame, w.via, _caller(w))]
+            acc = where[(w.frame, w.via, _caller(w), w.through)]
             acc[0] += 1
             acc[1] += call.duration_ns
         if where:
             attr.findings[k] = [
-                LineCost(f, via, ns / len(steps), int(cnt), caller)
-                for (f, via, caller), (cnt, ns)
+                LineCost(f, via, ns / len(steps), int(cnt), caller, through)
+                for (f, via, caller, through), (cnt, ns)
                 in sorted(where.items(), key=lambda kv: (-kv[1][0], -kv[1][1]))]
 
 
-__all__ = ["FlameNode", "LineCost", "PhasePart", "SourceAttribution", "Where", "attribute"]
+__all__ = ["BACKWARD_OF", "FlameNode", "LineCost", "PhasePart", "SourceAttribution", "Where",
+           "attribute"]

@@ -6,6 +6,9 @@ Built from `advisor.graph.source_lines` (what the trace's Python stacks say) and
 A location reads ``train.py:305 <module> -> backward``: the line that makes the library call
 when it was found in the file, else the line the function starts at (``train.py:116
 get_batch``), else the function alone (a frame already running when the window started).
+Backward work reads ``scenario.py:58 loss_loop (backward of its ops, run by scenario.py:158
+step -> backward)``: the frame whose forward ops created the autograd nodes, and the call the
+backward ran under.
 """
 
 from __future__ import annotations
@@ -16,7 +19,13 @@ from typing import Any
 
 from advisor.graph.call_sites import SourceFiles
 from advisor.graph.frames import Frame, callee_name
-from advisor.graph.source_lines import NO_FRAME, LineCost, SourceAttribution, has_stacks
+from advisor.graph.source_lines import (
+    BACKWARD_OF,
+    NO_FRAME,
+    LineCost,
+    SourceAttribution,
+    has_stacks,
+)
 
 NO_STACKS = ("no Python stacks in this trace, so no source lines: record with `advisor profile` "
              "(stacks are on by default) or torch.profiler(with_stack=True)")
@@ -61,7 +70,7 @@ class Locator:
 
     def call_lines(self, frame: Frame, callee: str) -> list[int]:
         """Lines in ``frame`` that call ``callee`` (those inside loops first)."""
-        if frame is NO_FRAME or not callee:
+        if frame is NO_FRAME or not callee or callee == BACKWARD_OF:
             return []
         return self.files.call_lines(frame.file, frame.function, frame.line, callee_name(callee))
 
@@ -85,7 +94,22 @@ class Locator:
             called = self.frame(lc.caller)
             called["call_line"] = self.call_line(lc.caller, lc.frame.function)
         out["called_from"] = called
+        if lc.through is not None:
+            tf, tvia = lc.through
+            through = self.frame(tf)
+            through["via"] = tvia
+            through["call_line"] = self.call_line(tf, tvia)
+            out["through"] = through
         return out
+
+    def through(self, lc: LineCost) -> str:
+        """The call backward work ran under: ``scenario.py:158 step -> backward``."""
+        if lc.through is None:
+            return ""
+        tf, tvia = lc.through
+        at = self.call_line(tf, tvia) or tf.line
+        text = f"{tf.file}:{at} {tf.function}" if at else f"{tf.file} {tf.function}"
+        return f"{text} -> {tvia}" if tvia else text
 
     def label(self, lc: LineCost) -> str:
         """``train.py:305 <module> -> backward (torch/_tensor.py)``."""
@@ -96,7 +120,10 @@ class Locator:
         where = (f"{f.file}:{'/'.join(map(str, calls[:3]))}" if calls
                  else (f"{f.file}:{f.line}" if f.line else f.file))
         text = f"{where} {f.function}"
-        if lc.via:
+        if lc.via == BACKWARD_OF:
+            through = self.through(lc)
+            text += f" ({BACKWARD_OF}, run by {through})" if through else f" ({BACKWARD_OF})"
+        elif lc.via:
             text += f" -> {lc.via}"
         elif lc.caller is not None:
             at = self.call_line(lc.caller, f.function)

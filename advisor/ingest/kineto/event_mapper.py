@@ -242,7 +242,10 @@ class EventMapper:
         dims, types = args.get("Input Dims"), args.get("Input type")
         shapes = _as_tuple(dims) if isinstance(dims, list) else None
         dtypes = tuple(self._intern(t) for t in types) if isinstance(types, list) else None
-        self._range(index, event, start, end, RangeSource.OPERATOR, shapes, dtypes)
+        rng = self._range(index, event, start, end, RangeSource.OPERATOR, shapes, dtypes)
+        seq, fwd = args.get("Sequence number"), args.get("Fwd thread id")
+        if type(seq) is int and type(fwd) is int and seq >= 0 and fwd >= 0:
+            rng.sequence, rng.fwd_thread = seq, fwd
         self.out.counts["cpu_ops"] += 1
 
     def _annotation(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
