@@ -480,6 +480,10 @@ def table(a: argparse.Namespace) -> int:
                 rp, sm = an.results.replay, an.summary
                 pred = ((rp.unprofiled_mean_ns or sm.mean_step_ns) if a.stat == "mean"
                         else (rp.unprofiled_median_ns or sm.median_step_ns)) / 1e6
+            elif d is not None and (d / "advisor.json").exists():
+                # trace not kept (size): the prediction advisor made of it on the device
+                st = json.loads((d / "advisor.json").read_text())["steps"]
+                pred = st.get(f"unprofiled_{a.stat}_ms")
             cells.append(pred)
         out = [f"{base}", bound.get(base, kind), f"{ref:.2f}",
                "–" if same is None else f"{same:.2f} ({(same - ref) / ref:+.1%})"]
