@@ -408,7 +408,11 @@ def _script_figure(d: Path, kind: str, away: tuple[int, int] | None = None) -> d
                 else t["step_ms_cuda_events"]["median"],
                 "mean_ms": statistics.fmean(per[1:]) if len(per) > 2
                 else t["step_ms_cuda_events"]["median"], "n": len(per)}
-    log = (d / "log.txt").read_text(errors="replace") if (d / "log.txt").exists() else ""
+    log = ""
+    if (d / "log.txt").exists():
+        log = (d / "log.txt").read_text(errors="replace")
+    elif (d / "log.txt.gz").exists():  # kept compressed in fixtures/
+        log = gzip.decompress((d / "log.txt.gz").read_bytes()).decode(errors="replace")
     if kind == "nanogpt":
         its = [(int(i), float(t)) for i, t in NANOGPT_ITER.findall(log) if int(i) >= 10]
     else:

@@ -23,11 +23,14 @@ CAPTURE = FIXTURES / "uncaptured-cuda-graph" / "bad"
 
 
 @pytest.mark.parametrize("name, profiler, config", [
-    ("nsys.sqlite.gz", "nsys", "cuda,nvtx"),
+    ("nsys.sqlite.gz", "nsys", "cuda,nvtx,osrt,cublas,cudnn"),
     ("trace.json.gz", "torch.profiler", "shapes"),
+    # captured with `-t cuda,nvtx` (advisor profile --nsys's default since the second pass)
+    ("../../../unprofiled/h100-2026-11-23b/nanogpt-nsys-lean/nsys_rank0.sqlite.gz", "nsys",
+     "cuda,nvtx"),
 ])
 def test_calibration_is_detected_and_stated(name, profiler, config):
-    a = analyze(CAPTURE / name)
+    a = analyze((CAPTURE / name).resolve())
     cal = detect(a.graph)
     assert (cal.profiler, cal.config) == (profiler, config)
     assert cal == CALIBRATIONS[(profiler, config)]
