@@ -2,15 +2,8 @@
 # Issue #12/#13: HF run_clm.py bf16 with and without the Trainer's own compile knob
 # (--torch_compile True), each under advisor profile (torch.profiler window), the steps timed
 # by advisor's host clock outside the window.
-set -u
-C=$PWD/.carry-transformer; W=/tmp/w; L=$W/logs; mkdir -p $L $W/traces
-T0=$(date +%s); HARD=${HARD:-330}
-run() { local name=$1 to=$2; shift 2; local rem=$(( HARD - 15 - $(date +%s) + T0 ))
-  [ $rem -ge 30 ] || { echo "SKIP (deadline): $name"; return 0; }; [ $to -le $rem ] || to=$rem
-  local t=$(date +%s); timeout $to "$@" > $L/$name.log 2>&1; echo "[$name] rc=$? $(( $(date +%s) - t ))s"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $C/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 HF_HOME=$W/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
+HARD=${HARD:-330}
+source "$(dirname "$0")/device_common.sh"
 python3 $C/scripts/synth_data.py text $W/txt > $L/synth_text.log 2>&1
 echo "[synth] $(( $(date +%s) - T0 ))s"
 AP="advisor profile -q --wait 20 --steps 6 --then continue"

@@ -3,17 +3,8 @@
 # slower than the same host work in the host-bound bf16 step? advisor profile (--nsys and
 # torch.profiler) of run_clm.py bf16 and FP32: traces plus the unprofiled steps measured outside
 # the window in the same process.
-set -u
-C=$PWD/.carry-transformer; W=/tmp/w; L=$W/logs; mkdir -p $L $W/traces
-T0=$(date +%s); HARD=${HARD:-420}
-run() { local name=$1 to=$2; shift 2; local rem=$(( HARD - 20 - $(date +%s) + T0 ))
-  [ $rem -ge 30 ] || { echo "SKIP (deadline): $name"; return 0; }; [ $to -le $rem ] || to=$rem
-  local t=$(date +%s); timeout $to "$@" > $L/$name.log 2>&1; echo "[$name] rc=$? $(( $(date +%s) - t ))s"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $C/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 HF_HOME=$W/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
-python3 -c "import nvtx" 2>/dev/null || python3 -m pip install -q --no-deps .carry-cal/nvtx-*.whl
-source .device-kit/nsys-env.sh
+HARD=${HARD:-420}
+source "$(dirname "$0")/device_common.sh"
 python3 $C/scripts/synth_data.py text $W/txt > $L/synth_text.log 2>&1
 echo "[synth] $(( $(date +%s) - T0 ))s"
 AP="advisor profile -q --wait 6 --steps 8 --then continue"

@@ -2,17 +2,8 @@
 # Issue #12/#13: Lightning imagenet.py (torchvision ViT-B/16, batch 64) re-measured as the HF
 # step was: advisor profile --nsys of 32-true and bf16-mixed, the steps timed by advisor's host
 # clock outside the recorded window in the same process conditions, and each step's GPU time.
-set -u
-C=$PWD/.carry-transformer; W=/tmp/w; L=$W/logs; mkdir -p $L $W/traces
-T0=$(date +%s); HARD=${HARD:-400}
-run() { local name=$1 to=$2; shift 2; local rem=$(( HARD - 20 - $(date +%s) + T0 ))
-  [ $rem -ge 30 ] || { echo "SKIP (deadline): $name"; return 0; }; [ $to -le $rem ] || to=$rem
-  local t=$(date +%s); timeout $to "$@" > $L/$name.log 2>&1; echo "[$name] rc=$? $(( $(date +%s) - t ))s"; }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site $C/whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation -e . > $L/pip.log 2>&1 || { tail $L/pip.log; exit 1; }
-python3 -c "import nvtx" 2>/dev/null || python3 -m pip install -q --no-deps .carry-cal/nvtx-*.whl
-source .device-kit/nsys-env.sh
+HARD=${HARD:-400}
+source "$(dirname "$0")/device_common.sh"
 python3 $C/scripts/synth_data.py images $W/imnet > $L/synth_images.log 2>&1
 echo "[synth] $(( $(date +%s) - T0 ))s"
 AP="advisor profile -q --wait 10 --steps 8 --then continue"
