@@ -621,21 +621,24 @@ class Simulation:
         current_step = 0
         graph_head_start = None
         s = c.obs_start[0]
-        for i in range(n_nodes):
+        # The columns are walked together (zip) rather than indexed one by one: this loop is
+        # what every what-if pays, once per node of the window.
+        for i, of, oo, fr, g, d, ops, w, mark, hd in zip(range(n_nodes), ovf, ovo, frontier_of,
+                                                         gap, dur, node_ops, wait_op, c.marker,
+                                                         head):
             if i:
-                of = ovf[i]
-                s = start[of] + ovo[i] if of >= 0 else end[frontier_of[i]] + gap[i]
-            k = step_start[i]
-            if k >= 0:
-                starts_at[k] = s if s > latest_end_launched else latest_end_launched
-                current_step = k
-            k = step_end[i]
-            if k >= 0:
-                ends_at[k] = s if s > latest_end_launched else latest_end_launched
-            e = s + dur[i]
-            ops = node_ops[i]
+                s = start[of] + oo if of >= 0 else end[fr] + g
+            if mark:
+                k = step_start[i]
+                if k >= 0:
+                    starts_at[k] = s if s > latest_end_launched else latest_end_launched
+                    current_step = k
+                k = step_end[i]
+                if k >= 0:
+                    ends_at[k] = s if s > latest_end_launched else latest_end_launched
+            e = s + d
             if ops:
-                if head[i]:
+                if hd:
                     graph_head_start = s
                 launch_base = graph_head_start if (graphed[i] and graph_head_start is not None) else s
                 for j in ops:
@@ -665,9 +668,8 @@ class Simulation:
                     stream_free[st] = t
                     if t > latest_end_launched:
                         latest_end_launched = t
-            elif head[i]:
+            elif hd:
                 graph_head_start = s
-            w = wait_op[i]
             if w >= 0 and op_end[w] + wake[i] > e:
                 e = op_end[w] + wake[i]
             start[i] = s
@@ -721,6 +723,7 @@ class _Columns:
     op_side: list[bool]
     op_graphed: list[bool]
     op_removed: list[bool]
+    marker: list[bool]  # the node starts or ends a step (never changes)
     owned: set[str] = field(default_factory=set)
 
     @classmethod
@@ -742,6 +745,7 @@ class _Columns:
             [n.wake for n in nodes], [n.graphed for n in nodes], [n.graph_head for n in nodes],
             [o.dur for o in ops], [o.launch_lat for o in ops], [o.stream_gap for o in ops],
             [o.side for o in ops], [o.graphed for o in ops], [o.removed for o in ops],
+            [n.step is not None or n.step_end is not None for n in nodes],
         )
 
     def own(self, name: str) -> list:
