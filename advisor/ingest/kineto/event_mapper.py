@@ -68,7 +68,9 @@ def _as_tuple(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         if depth >= _MAX_SHAPE_DEPTH:
             return None
-        return tuple(_as_tuple(v, depth + 1) for v in value)
+        # leaves (ints, mostly) without a call each: a window has ~10^5 operators' shapes
+        return tuple([_as_tuple(v, depth + 1) if isinstance(v, (list, dict)) else v
+                      for v in value])
     return None if isinstance(value, dict) else value
 
 
@@ -89,9 +91,11 @@ def validated(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dim3(value: Any) -> tuple[int, int, int] | None:
-    if isinstance(value, list) and len(value) == 3 and all(
-            type(v) is int and 0 <= v < 1 << 31 for v in value):
-        return (value[0], value[1], value[2])
+    if isinstance(value, list) and len(value) == 3:
+        x, y, z = value  # unrolled: a generator per kernel's grid and block cost a third of it
+        if (type(x) is int and type(y) is int and type(z) is int
+                and 0 <= x < 1 << 31 and 0 <= y < 1 << 31 and 0 <= z < 1 << 31):
+            return (x, y, z)
     return None
 
 
@@ -155,7 +159,10 @@ class EventMapper:
         if not isinstance(event, dict):
             self.out.counts["not_events"] += 1
             return
-        event = validated(event)
+        args, name = event.get("args"), event.get("name", "")
+        if not ((args is None or type(args) is dict) and type(name) is str
+                and len(name) <= MAX_NAME_CHARS):  # `validated`'s test, inlined: every event
+            event = validated(event)
         phase = event.get("ph")
         if phase == "M":
             self._metadata(event)
