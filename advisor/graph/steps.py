@@ -104,8 +104,14 @@ def steps_from_ranges(ranges: Iterable[CpuRange], pattern: re.Pattern[str] | Non
 
     ``pattern`` replaces the built-in step names (``--steps``); ``pid`` keeps one process.
     """
-    candidates = [r for r in ranges if matches_step(r.name, pattern)
-                  and (pid is None or r.pid == pid)]
+    named: dict[str, bool] = {}  # a trace repeats its range names: each is matched once
+    candidates = []
+    for r in ranges:
+        hit = named.get(r.name)
+        if hit is None:
+            hit = named[r.name] = matches_step(r.name, pattern)
+        if hit and (pid is None or r.pid == pid):
+            candidates.append(r)
     if not candidates:
         return []
     per_thread: dict[tuple[int, int], list[CpuRange]] = defaultdict(list)
