@@ -120,18 +120,22 @@ def _call_segments(calls: Sequence[ApiCall]) -> list[tuple[int, int, str]]:
 def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg_starts: list[int],
                a: int, b: int, next_op: GpuOp | None, out: list[tuple[int, int, str]]) -> None:
     """Split one GPU-idle gap [a, b) between the host calls and host work during it."""
+    n = len(segs)
     i = max(0, bisect_right(seg_starts, a) - 1)
     t = a
     launched_at = _launched_at(graph, next_op)
     while t < b:
-        while i < len(segs) and segs[i][1] <= t:
+        while i < n and segs[i][1] <= t:
             i += 1
-        if i < len(segs) and segs[i][0] <= t:
-            stop = min(b, segs[i][1])
-            out.append((t, stop, segs[i][2]))
+        s0, s1, name = segs[i] if i < n else (b, b, "")
+        if i < n and s0 <= t:
+            stop = s1 if s1 < b else b
+            out.append((t, stop, name))
         else:
-            stop = min(b, segs[i][0]) if i < len(segs) else b
-            out.append((t, stop, _host_cause(graph, step, t, launched_at)))
+            stop = s0 if s0 < b else b
+            cause = ("launch latency" if launched_at is not None and launched_at <= t
+                     else _host_cause(graph, step, t, launched_at))
+            out.append((t, stop, cause))
         t = stop
 
 
