@@ -29,7 +29,7 @@ from advisor.graph.model import (
     SyncKind,
     SyncWait,
 )
-from advisor.ingest.kineto.event_stream import us_to_ns
+from advisor.ingest.kineto.event_stream import NS_LIMIT, us_to_ns
 
 # Record-function names torch.profiler itself emits. The 2021 format files them under
 # ``Operator``, next to aten ops; they are annotations (steps, phases), not operators.
@@ -48,6 +48,8 @@ SYNC_KINDS = {
     "device sync": SyncKind.DEVICE,
     "stream wait event": SyncKind.STREAM_WAIT_EVENT,
 }
+_UNSEEN = object()
+_MAX_CATEGORIES = 1024
 _NO_STREAM = (-1, 4294967295)  # CUPTI's "no stream" for context and event syncs
 
 
@@ -153,6 +155,7 @@ class EventMapper:
             "python_function": self._python,
             "cuda_sync": self._sync,
         }
+        self._by_category: dict[str, Any] = {}  # the trace's spelling -> `_resolve`'s answer
 
     def add(self, index: int, event: Any) -> None:
         """Translate one element of ``traceEvents``; anything not understood is skipped."""
@@ -170,22 +173,33 @@ class EventMapper:
         cat = event.get("cat")
         if phase != "X" or not isinstance(cat, str):
             return
-        cat = cat.lower()
-        if cat == "gpu_user_annotation":
-            self.out.counts["gpu_annotations"] += 1  # GPU-side copy of a CPU annotation
-            return
-        if cat == "cuda_profiler_range":
-            self.out.counts["profiler_ranges"] += 1
-            return
-        handler = self._handlers.get(cat)
+        handler = self._by_category.get(cat, _UNSEEN)
+        if handler is _UNSEEN:  # categories are few: each spelling is resolved once
+            handler = self._resolve(cat)
+            if len(self._by_category) < _MAX_CATEGORIES:  # (a hostile trace's are not kept)
+                self._by_category[cat] = handler
         if handler is None:
             return
-        start = us_to_ns(event.get("ts"))
-        if start is None:
+        if type(handler) is str:  # only counted
+            self.out.counts[handler] += 1
+            return
+        ts = event.get("ts")
+        start = ts * 1000 if type(ts) is int else us_to_ns(ts)  # `us_to_ns`'s int case, inlined
+        if start is None or not -NS_LIMIT < start < NS_LIMIT:
             self.out.counts["no_timestamp"] += 1
             return
         duration = us_to_ns(event.get("dur", 0)) or 0
         handler(index, event, start, start + max(duration, 0))
+
+    def _resolve(self, cat: str) -> Callable[[int, dict[str, Any], int, int], None] | str | None:
+        """Where events of category ``cat`` (as the trace spells it; compared lower-cased) go:
+        a handler, a count key (GPU-side copies of CPU annotations, profiler ranges), or None."""
+        lowered = cat.lower()
+        if lowered == "gpu_user_annotation":  # GPU-side copy of a CPU annotation
+            return "gpu_annotations"
+        if lowered == "cuda_profiler_range":
+            return "profiler_ranges"
+        return self._handlers.get(lowered)
 
     # ----- metadata ------------------------------------------------------------------------
 
