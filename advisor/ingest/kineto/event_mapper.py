@@ -50,6 +50,7 @@ SYNC_KINDS = {
 }
 _UNSEEN = object()
 _MAX_CATEGORIES = 1024
+_MAX_CACHED = 1 << 16
 _NO_STREAM = (-1, 4294967295)  # CUPTI's "no stream" for context and event syncs
 
 
@@ -156,6 +157,8 @@ class EventMapper:
             "cuda_sync": self._sync,
         }
         self._by_category: dict[str, Any] = {}  # the trace's spelling -> `_resolve`'s answer
+        self._shape_cache: dict[str, Any] = {}
+        self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def add(self, index: int, event: Any) -> None:
         """Translate one element of ``traceEvents``; anything not understood is skipped."""
@@ -261,10 +264,37 @@ class EventMapper:
             return
         args = event.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type")
-        shapes = _as_tuple(dims) if isinstance(dims, list) else None
-        dtypes = tuple(self._intern(t) for t in types) if isinstance(types, list) else None
+        shapes = self._shapes(dims) if isinstance(dims, list) else None
+        dtypes = self._dtypes(types) if isinstance(types, list) else None
         self._range(index, event, start, end, RangeSource.OPERATOR, shapes, dtypes)
         self.out.counts["cpu_ops"] += 1
+
+    # Operators repeat a few shapes and dtype lists thousands of times: each distinct one is
+    # converted once (the cache stops growing at `_MAX_CACHED`; a hostile trace's are not kept).
+    def _shapes(self, dims: list) -> tuple | None:
+        try:
+            key = repr(dims)  # exact: equal text, equal JSON value
+        except RecursionError:
+            return _as_tuple(dims)
+        found = self._shape_cache.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = _as_tuple(dims)
+            if len(self._shape_cache) < _MAX_CACHED:
+                self._shape_cache[key] = found
+        return found
+
+    def _dtypes(self, types: list) -> tuple[str, ...]:
+        try:
+            "".join(types)  # raises unless every element is a str: then the tuple is an exact key
+        except TypeError:
+            return tuple(self._intern(t) for t in types)
+        key = tuple(types)
+        found = self._dtype_cache.get(key)
+        if found is None:
+            found = tuple(self._intern(t) for t in types)
+            if len(self._dtype_cache) < _MAX_CACHED:
+                self._dtype_cache[key] = found
+        return found
 
     def _annotation(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
         self._range(index, event, start, end, RangeSource.ANNOTATION)

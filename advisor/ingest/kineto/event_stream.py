@@ -87,8 +87,11 @@ def us_to_ns(value: Any) -> int | None:
         whole, dot, frac = value.partition(".")
         if whole.isdigit() and (not dot or frac.isdigit()):
             # Plain decimal: exact without Decimal; sub-nanosecond digits round half up.
-            ns = int(whole) * 1000 + int((frac + "000")[:3])
-            ns += 1 if frac[3:4] >= "5" else 0
+            if len(frac) <= 3:  # the usual case: one conversion, nothing to round
+                ns = int(whole + (frac + "000")[:3])
+            else:
+                ns = int(whole) * 1000 + int(frac[:3])
+                ns += 1 if frac[3] >= "5" else 0
         else:
             try:
                 d = Decimal(value)
