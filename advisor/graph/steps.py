@@ -13,6 +13,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from advisor.graph.model import PHASES, CpuRange, Step, StepSource
@@ -59,6 +60,7 @@ def is_step_name(name: str) -> bool:
     return step_number(name) is not False
 
 
+@lru_cache(maxsize=65536)  # asked of every range in the steps; a trace repeats its names
 def phase_of(name: str) -> str | None:
     """Map a range name to one of `PHASES`, or None."""
     key = name.strip().strip("#").strip().lower()  # "## forward ##" annotations

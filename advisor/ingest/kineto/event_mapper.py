@@ -16,6 +16,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from advisor.graph.api_names import normalize
@@ -36,6 +37,13 @@ from advisor.ingest.kineto.event_stream import NS_LIMIT, us_to_ns
 _PROFILER_ANNOTATION = re.compile(
     r"^(?:ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.\w+#|## .* ##$)"
 )
+
+
+@lru_cache(maxsize=65536)  # asked of every operator; a trace repeats its operators' names
+def _is_profiler_annotation(name: str) -> bool:
+    return bool(_PROFILER_ANNOTATION.match(name))
+
+
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
 _TRAILING_INT = re.compile(r"(-?\d{1,18})\s*$")  # bounded: a 5,000-digit "pid" is a label
 MAX_NAME_CHARS = 1 << 16  # longer names are cut: no kernel or operator name comes near
@@ -259,7 +267,7 @@ class EventMapper:
 
     def _operator(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
         name = str(event.get("name", ""))
-        if _PROFILER_ANNOTATION.match(name):
+        if _is_profiler_annotation(name):
             self._annotation(index, event, start, end)
             return
         args = event.get("args") or {}
