@@ -12,6 +12,7 @@ from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.host import HostFacts
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
+from advisor.gc_pause import gc_paused
 from advisor.graph.model import OpGraph, StepSource
 from advisor.graph.source_lines import attribute, attribute_findings
 from advisor.graph.step_breakdown import Summary, summarize
@@ -54,6 +55,13 @@ def analyze_graph(
     CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
     same for library callers, applied on top. ``facts``: what `advisor profile` recorded about
     the host and the script (`advisor.engine.host`)."""
+    with gc_paused():  # the whole analysis, not only the rules: one collection at the end
+        return _analyze_graph(graph, rule_names, options, settings, facts)
+
+
+def _analyze_graph(graph: OpGraph, rule_names: Sequence[str] | None,
+                   options: Mapping[str, Mapping[str, object]] | None,
+                   settings: RuleSettings | None, facts: HostFacts | None) -> Analysis:
     settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
     rules, rule_options = resolve(load_rules(), settings)
     # One pass: the analysed steps are found once, and the summary and the rules see the same.
@@ -75,7 +83,8 @@ def analyze(
     settings: RuleSettings | None = None,
 ) -> Analysis:
     """Read a trace and run the rules over its steady-state steps."""
-    analysis = analyze_graph(load_trace(path, load_options), rule_names, options, settings)
+    with gc_paused():  # no collection between reading and analysing (`advisor.gc_pause`)
+        analysis = analyze_graph(load_trace(path, load_options), rule_names, options, settings)
     analysis.source_roots = [Path.cwd(), Path(path).resolve().parent]
     return analysis
 

@@ -100,13 +100,18 @@ def _from_trace(graph: OpGraph) -> tuple[tuple[str, tuple[str, ...]] | None, boo
     counts: dict[str, int] = {}
     example: dict[str, str] = {}
     compiled = ""
+    seen: dict[tuple[str, bool], tuple[str, ...]] = {}  # a trace repeats its names: test each once
     for r in graph.ranges[:MAX_RANGES]:
         name = r.name
-        patterns = FRAME_PATTERNS if r.source is RangeSource.PYTHON else RANGE_PATTERNS
-        for fw, pat in patterns.items():
-            if pat.search(name):
-                counts[fw] = counts.get(fw, 0) + 1
-                example.setdefault(fw, name)
+        python = r.source is RangeSource.PYTHON
+        hits = seen.get((name, python))
+        if hits is None:
+            patterns = FRAME_PATTERNS if python else RANGE_PATTERNS
+            hits = seen[(name, python)] = tuple(fw for fw, pat in patterns.items()
+                                               if pat.search(name))
+        for fw in hits:
+            counts[fw] = counts.get(fw, 0) + 1
+            example.setdefault(fw, name)
         if not compiled and r.source is not RangeSource.PYTHON and COMPILED_RANGE.match(name):
             compiled = f"{name.split(':')[0]} ranges"
     if not compiled and any(TRITON_KERNEL.match(o.name) for o in graph.gpu_ops[:20_000]):

@@ -401,6 +401,7 @@ class Simulation:
         c = self._seal()  # written column by column: a fusion can drop most kernels of a step
         op_dur, op_removed, node_ops = c.own("op_dur"), c.own("op_removed"), c.node_ops
         dur, gap = (c.own("dur"), c.own("gap")) if keep_fraction == 0.0 else ([], [])
+        launch_node = self._launch_nodes() if keep_fraction == 0.0 else []
         for op_id in op_ids:
             idx = self.op_index.get(op_id)
             if idx is None:
@@ -408,13 +409,24 @@ class Simulation:
             op_dur[idx] = int(op_dur[idx] * keep_fraction)
             if keep_fraction == 0.0:
                 op_removed[idx] = True
-                call = self.graph.launcher(self.ops.base[idx].op)
-                if call is not None and call.id in self.node_of_call:
-                    k = self.node_of_call[call.id]
-                    if all(op_removed[j] for j in node_ops[k]):
-                        # the launch goes, and with it the framework's dispatch of the op
-                        dur[k] = 0
-                        gap[k] = max(0, gap[k] - min(gap[k], self.dispatch_ns))
+                k = launch_node[idx]
+                if k >= 0 and all(op_removed[j] for j in node_ops[k]):
+                    # the launch goes, and with it the framework's dispatch of the op
+                    dur[k] = 0
+                    gap[k] = max(0, gap[k] - min(gap[k], self.dispatch_ns))
+
+    def _launch_nodes(self) -> list[int]:
+        """Per op, the node of its launching call (-1: none in the window), read off the trace
+        once per template (`drop_ops` asks it of every op it drops)."""
+        found = self._derived.get("launch_nodes")
+        if found is None:
+            ops = self.ops.base if isinstance(self.ops, _Entries) else self.ops
+            found = []
+            for o in ops:
+                call = self.graph.launcher(o.op)
+                found.append(self.node_of_call.get(call.id, -1) if call is not None else -1)
+            self._derived["launch_nodes"] = found
+        return found  # type: ignore[return-value]
 
     def _measure_dispatch(self) -> int:
         """Host work per launch in this trace: the median host time before a kernel launch
@@ -527,6 +539,26 @@ class Simulation:
             self._derived["host_compute_cover"] = found
         return found  # type: ignore[return-value]
 
+    def _host_compute_in_gaps(self) -> list[int]:
+        """Per node, the host compute time (`_host_compute_cover`) between the start of the
+        host work in its gap (``gap_from``) and its observed start: both are read off the
+        trace and no what-if changes them, so this is computed once per template, not once
+        per node per capture."""
+        found = self._derived.get("host_compute_in_gaps")
+        if found is None:
+            c = self._seal()
+            cover_starts, cover_ends, cover_before = self._host_compute_cover()
+            if not cover_starts:
+                found = [0] * len(c.obs_start)
+            else:
+                def covered(t: int) -> int:  # host compute time before t
+                    k = bisect_right(cover_starts, t) - 1
+                    return 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
+
+                found = [max(0, covered(t) - covered(f)) for t, f in zip(c.obs_start, c.gap_from)]
+            self._derived["host_compute_in_gaps"] = found
+        return found  # type: ignore[return-value]
+
     def capture_graph(self, intervals: Iterable[tuple[int, int]],
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
@@ -537,15 +569,9 @@ class Simulation:
         dur, gap, wait_op, graphed, graph_head, overlap_from, overlap_offset = (
             c.own(f) for f in ("dur", "gap", "wait_op", "graphed", "graph_head", "overlap_from",
                                "overlap_offset"))
-        gap_from = c.gap_from
         op_graphed, op_gap, op_lat = (c.own(f) for f in ("op_graphed", "op_gap", "op_lat"))
         input_copy = self._input_copies()
-        cover_starts, cover_ends, cover_before = self._host_compute_cover()
-
-        def covered(t: int) -> int:  # host compute time before t
-            k = bisect_right(cover_starts, t) - 1
-            return 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
-
+        compute_in_gap = self._host_compute_in_gaps()
         for a, b in sorted(intervals):
             head = None
             for i in range(bisect_left(starts, a), bisect_left(starts, b)):
@@ -564,7 +590,7 @@ class Simulation:
                     # whole, and so does the time of CPU operators inside a short one (an
                     # ``aten::randn`` on a CPU tensor, a ``.numpy()`` round trip).
                     if 0 < gap[i] < LONG_HOST_WORK_NS:
-                        gap[i] = min(gap[i], max(0, covered(starts[i]) - covered(gap_from[i])))
+                        gap[i] = min(gap[i], compute_in_gap[i])
                     overlap_offset[i] = 0
                 for j in node_ops[i]:
                     op_graphed[j] = True
@@ -621,21 +647,24 @@ class Simulation:
         current_step = 0
         graph_head_start = None
         s = c.obs_start[0]
-        for i in range(n_nodes):
+        # The columns are walked together (zip) rather than indexed one by one: this loop is
+        # what every what-if pays, once per node of the window.
+        for i, of, oo, fr, g, d, ops, w, mark, hd in zip(range(n_nodes), ovf, ovo, frontier_of,
+                                                         gap, dur, node_ops, wait_op, c.marker,
+                                                         head):
             if i:
-                of = ovf[i]
-                s = start[of] + ovo[i] if of >= 0 else end[frontier_of[i]] + gap[i]
-            k = step_start[i]
-            if k >= 0:
-                starts_at[k] = s if s > latest_end_launched else latest_end_launched
-                current_step = k
-            k = step_end[i]
-            if k >= 0:
-                ends_at[k] = s if s > latest_end_launched else latest_end_launched
-            e = s + dur[i]
-            ops = node_ops[i]
+                s = start[of] + oo if of >= 0 else end[fr] + g
+            if mark:
+                k = step_start[i]
+                if k >= 0:
+                    starts_at[k] = s if s > latest_end_launched else latest_end_launched
+                    current_step = k
+                k = step_end[i]
+                if k >= 0:
+                    ends_at[k] = s if s > latest_end_launched else latest_end_launched
+            e = s + d
             if ops:
-                if head[i]:
+                if hd:
                     graph_head_start = s
                 launch_base = graph_head_start if (graphed[i] and graph_head_start is not None) else s
                 for j in ops:
@@ -665,9 +694,8 @@ class Simulation:
                     stream_free[st] = t
                     if t > latest_end_launched:
                         latest_end_launched = t
-            elif head[i]:
+            elif hd:
                 graph_head_start = s
-            w = wait_op[i]
             if w >= 0 and op_end[w] + wake[i] > e:
                 e = op_end[w] + wake[i]
             start[i] = s
@@ -721,6 +749,7 @@ class _Columns:
     op_side: list[bool]
     op_graphed: list[bool]
     op_removed: list[bool]
+    marker: list[bool]  # the node starts or ends a step (never changes)
     owned: set[str] = field(default_factory=set)
 
     @classmethod
@@ -742,6 +771,7 @@ class _Columns:
             [n.wake for n in nodes], [n.graphed for n in nodes], [n.graph_head for n in nodes],
             [o.dur for o in ops], [o.launch_lat for o in ops], [o.stream_gap for o in ops],
             [o.side for o in ops], [o.graphed for o in ops], [o.removed for o in ops],
+            [n.step is not None or n.step_end is not None for n in nodes],
         )
 
     def own(self, name: str) -> list:

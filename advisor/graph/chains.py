@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from advisor.graph.kernels import KernelCategory, classify
+from advisor.graph.kernels import KernelCategory, classify_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, Step
 from advisor.graph.queries import steps_ops, stream_sequences, within
 
@@ -37,12 +38,23 @@ OUTSIDE_MODEL_PHASES = ("data", "optimizer")
 
 
 def is_eager_memory_bound(op: GpuOp) -> bool:
-    return (op.kind is GpuOpKind.KERNEL and classify(op) in MEMORY_BOUND
-            and bool(_ATEN.search(op.name)) and not INDUCTOR.search(op.name))
+    return op.kind is GpuOpKind.KERNEL and _eager_memory_bound_name(op.name)
 
 
 def is_inductor(op: GpuOp) -> bool:
-    return op.kind is GpuOpKind.KERNEL and bool(INDUCTOR.search(op.name))
+    return op.kind is GpuOpKind.KERNEL and _inductor_name(op.name)
+
+
+# A window repeats few kernel names: each is read once (as `kernels.classify_name` is).
+@lru_cache(maxsize=65536)
+def _eager_memory_bound_name(name: str) -> bool:
+    return (classify_name(name) in MEMORY_BOUND and bool(_ATEN.search(name))
+            and not INDUCTOR.search(name))
+
+
+@lru_cache(maxsize=65536)
+def _inductor_name(name: str) -> bool:
+    return bool(INDUCTOR.search(name))
 
 
 @dataclass(frozen=True)

@@ -88,9 +88,15 @@ def loss_spans(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
     if spans:
         return spans
     out = []
+    is_loss: dict[str, bool] = {}  # steps repeat their operators' names: each is read once
     for s in steps:
-        loss_ranges = [r for r in graph.ranges_in(s.pid, s.tid, s.cpu_start_ns, s.cpu_end_ns)
-                       if _LOSS_OP.search(r.name) and r.name != s.name]
+        loss_ranges = []
+        for r in graph.ranges_in(s.pid, s.tid, s.cpu_start_ns, s.cpu_end_ns):
+            hit = is_loss.get(r.name)
+            if hit is None:
+                hit = is_loss[r.name] = bool(_LOSS_OP.search(r.name))
+            if hit and r.name != s.name:
+                loss_ranges.append(r)
         if loss_ranges:
             out.append((min(r.start_ns for r in loss_ranges), max(r.end_ns for r in loss_ranges)))
     return out

@@ -37,6 +37,7 @@ from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from advisor.graph.frames import Frame, call_label, is_user_file, parse
 from advisor.graph.model import CpuRange, OpGraph, RangeSource, Step
@@ -129,14 +130,26 @@ def _longest_children(order: Sequence[CpuRange]) -> list[int]:
 def _unwrapped(order: Sequence[CpuRange], longest: list[int], i: int) -> str:
     """The range's name, or for a decorator's wrapper the name of the Python call it wraps."""
     for _ in range(4):
-        frame = parse(order[i].name) if order[i].source is RangeSource.PYTHON else None
+        frame = _parse(order[i].name) if order[i].source is RangeSource.PYTHON else None
         j = longest[i]
         if frame is None or frame.function not in WRAPPERS or j < 0:
             break
-        if order[j].source is not RangeSource.PYTHON or parse(order[j].name) is None:
+        if order[j].source is not RangeSource.PYTHON or _parse(order[j].name) is None:
             break
         i = j
     return order[i].name
+
+
+@lru_cache(maxsize=1 << 16)
+def _user_frame(name: str) -> Frame | None:
+    """The frame a ``python_function`` range names when it is the user's code, else None
+    (one parse per distinct name: a window repeats its frames thousands of times)."""
+    frame = parse(name)
+    return frame if frame is not None and is_user_file(frame.file) else None
+
+
+_parse = lru_cache(maxsize=1 << 16)(parse)
+_call_label = lru_cache(maxsize=1 << 16)(call_label)
 
 
 def _sweep(ranges: Sequence[CpuRange], window_start: int,
@@ -170,6 +183,10 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int,
                 where.append(w)
             cur = upto
 
+    # A window repeats few stacks: each (parent, what this range adds) is built and interned
+    # once, then found by a key that hashes in O(1) (a `Where` hashes its whole path).
+    made: dict[tuple, Where] = {}
+    python = RangeSource.PYTHON
     for idx, r in enumerate(order):
         while stack and stack[-1][0] <= r.start_ns:
             emit(stack[-1][0])
@@ -179,21 +196,30 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int,
         parent = stack[-1] if stack else None
         parent_where = parent[1] if parent else root
         parent_user = parent[2] if parent else True
-        frame = parse(r.name) if r.source is RangeSource.PYTHON else None
-        user = frame is not None and is_user_file(frame.file)
+        user = r.source is python and _user_frame(r.name) is not None
         fwd = origin(r) if origin is not None and r.fwd_thread > 0 else None
         if fwd is not None:
             through = (parent_where.frame, parent_where.via) if parent_where.path else None
             w = Where(fwd.path, BACKWARD_OF, through)
+            w = interned.setdefault(w, w)
         elif user:
-            if r.start_ns <= window_start:
-                frame = Frame(frame.file, 0, frame.function)
-            w = Where((*parent_where.path, UserCall(frame, parent_user)), "")
+            key = (id(parent_where), r.name, r.start_ns <= window_start, parent_user)
+            w = made.get(key)
+            if w is None:
+                frame = _user_frame(r.name)
+                if r.start_ns <= window_start:
+                    frame = Frame(frame.file, 0, frame.function)
+                w = Where((*parent_where.path, UserCall(frame, parent_user)), "")
+                w = made[key] = interned.setdefault(w, w)
         elif parent_user:
-            w = Where(parent_where.path, call_label(_unwrapped(order, longest, idx)))
+            label = _call_label(_unwrapped(order, longest, idx))
+            key = (id(parent_where), label)
+            w = made.get(key)
+            if w is None:
+                w = Where(parent_where.path, label)
+                w = made[key] = interned.setdefault(w, w)
         else:
             w = parent_where
-        w = interned.setdefault(w, w)
         stack.append((end, w, user))
     while stack:
         emit(stack[-1][0])

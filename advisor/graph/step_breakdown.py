@@ -81,13 +81,21 @@ class Summary:
         return {c: ns / n for c, ns in causes.most_common()}
 
 
-def _host_cause(graph: OpGraph, step: Step, t: int, next_op: GpuOp | None) -> str:
-    """Blame for an idle instant when the host was in no CUDA call."""
+def _launched_at(graph: OpGraph, next_op: GpuOp | None) -> int | None:
+    """When the op that ends an idle gap was launched, if that launch explains the gap's
+    tail (launched at most `LAUNCH_GAP_NS` before it ran); None otherwise."""
     if next_op is not None:
         launcher = graph.launcher(next_op)
-        if (launcher is not None and launcher.start_ns <= t
-                and 0 <= next_op.start_ns - launcher.start_ns <= LAUNCH_GAP_NS):
-            return "launch latency"
+        if launcher is not None and 0 <= next_op.start_ns - launcher.start_ns <= LAUNCH_GAP_NS:
+            return launcher.start_ns
+    return None
+
+
+def _host_cause(graph: OpGraph, step: Step, t: int, launched_at: int | None) -> str:
+    """Blame for an idle instant when the host was in no CUDA call (``launched_at``: as
+    `_launched_at` says of the gap's next op, asked once per gap)."""
+    if launched_at is not None and launched_at <= t:
+        return "launch latency"
     # Python frames (with_stack) are left to the source-line view (advisor.graph.source_lines)
     named = [r for r in graph.ranges_at(step.pid, step.tid, t)
              if r.name != step.name and r.source is not RangeSource.PYTHON]
@@ -112,17 +120,22 @@ def _call_segments(calls: Sequence[ApiCall]) -> list[tuple[int, int, str]]:
 def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg_starts: list[int],
                a: int, b: int, next_op: GpuOp | None, out: list[tuple[int, int, str]]) -> None:
     """Split one GPU-idle gap [a, b) between the host calls and host work during it."""
+    n = len(segs)
     i = max(0, bisect_right(seg_starts, a) - 1)
     t = a
+    launched_at = _launched_at(graph, next_op)
     while t < b:
-        while i < len(segs) and segs[i][1] <= t:
+        while i < n and segs[i][1] <= t:
             i += 1
-        if i < len(segs) and segs[i][0] <= t:
-            stop = min(b, segs[i][1])
-            out.append((t, stop, segs[i][2]))
+        s0, s1, name = segs[i] if i < n else (b, b, "")
+        if i < n and s0 <= t:
+            stop = s1 if s1 < b else b
+            out.append((t, stop, name))
         else:
-            stop = min(b, segs[i][0]) if i < len(segs) else b
-            out.append((t, stop, _host_cause(graph, step, t, next_op)))
+            stop = s0 if s0 < b else b
+            cause = ("launch latency" if launched_at is not None and launched_at <= t
+                     else _host_cause(graph, step, t, launched_at))
+            out.append((t, stop, cause))
         t = stop
 
 

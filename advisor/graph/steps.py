@@ -13,6 +13,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from advisor.graph.model import PHASES, CpuRange, Step, StepSource
@@ -59,6 +60,7 @@ def is_step_name(name: str) -> bool:
     return step_number(name) is not False
 
 
+@lru_cache(maxsize=65536)  # asked of every range in the steps; a trace repeats its names
 def phase_of(name: str) -> str | None:
     """Map a range name to one of `PHASES`, or None."""
     key = name.strip().strip("#").strip().lower()  # "## forward ##" annotations
@@ -104,8 +106,14 @@ def steps_from_ranges(ranges: Iterable[CpuRange], pattern: re.Pattern[str] | Non
 
     ``pattern`` replaces the built-in step names (``--steps``); ``pid`` keeps one process.
     """
-    candidates = [r for r in ranges if matches_step(r.name, pattern)
-                  and (pid is None or r.pid == pid)]
+    named: dict[str, bool] = {}  # a trace repeats its range names: each is matched once
+    candidates = []
+    for r in ranges:
+        hit = named.get(r.name)
+        if hit is None:
+            hit = named[r.name] = matches_step(r.name, pattern)
+        if hit and (pid is None or r.pid == pid):
+            candidates.append(r)
     if not candidates:
         return []
     per_thread: dict[tuple[int, int], list[CpuRange]] = defaultdict(list)

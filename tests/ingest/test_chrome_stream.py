@@ -86,3 +86,25 @@ def test_integers_past_the_digit_cap_stay_text_wherever_they_fall(tmp_path, chun
     assert doc.metadata["after"] == "1" * 45
     over_cap = sum(1 for i in range(400) if i % 37 == 0 and 38 + i % 7 > 40)
     assert over_cap and sum(1 for e in got if isinstance(e["args"].get("big"), str)) == over_cap
+
+
+@pytest.mark.parametrize("chunk_bytes", [5, 300, 1 << 22])
+def test_batched_decoding_cuts_only_between_events(tmp_path, chunk_bytes):
+    """Events are decoded many at a time, cut at a ``},`` (`_TextReader.batch`). A ``},``
+    inside a string, inside an event, or after the event list (a later key's object) must not
+    split anything: the events and the keys after them are those of a whole-file parse."""
+    events = [{"ph": "X", "name": f"a}},{{b{i}", "args": {"x": {"y": [1, {"z": 2}]}, "k": i},
+               "ts": f"{i}.5", "dur": 1} for i in range(200)]
+    events[57]["args"]["long"] = int("9" * 60)  # a long digit run inside a batch
+    doc_in = {"traceEvents": events, "after": {"p": 1}, "more": [{"q": 2}, 3]}
+    for sep in ((",", ":"), (", ", ": ")):
+        path = tmp_path / "compact.json"
+        path.write_text(json.dumps(doc_in, separators=sep))
+        doc = TraceDocument()
+        got = list(iter_events(path, doc, chunk_bytes=chunk_bytes))
+        expected = json.loads(path.read_text(), parse_float=str,
+                              parse_int=lambda t: int(t) if len(t) <= 40 else t)
+        assert got == expected["traceEvents"]
+        assert got[57]["args"]["long"] == "9" * 60
+        assert doc.event_count == 200
+        assert doc.metadata == {"after": {"p": 1}, "more": [{"q": 2}, 3]}

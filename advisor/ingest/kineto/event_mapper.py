@@ -16,6 +16,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from advisor.graph.api_names import normalize
@@ -29,13 +30,20 @@ from advisor.graph.model import (
     SyncKind,
     SyncWait,
 )
-from advisor.ingest.kineto.event_stream import us_to_ns
+from advisor.ingest.kineto.event_stream import NS_LIMIT, us_to_ns
 
 # Record-function names torch.profiler itself emits. The 2021 format files them under
 # ``Operator``, next to aten ops; they are annotations (steps, phases), not operators.
 _PROFILER_ANNOTATION = re.compile(
     r"^(?:ProfilerStep#\d+|enumerate\(DataLoader\)#|Optimizer\.\w+#|## .* ##$)"
 )
+
+
+@lru_cache(maxsize=65536)  # asked of every operator; a trace repeats its operators' names
+def _is_profiler_annotation(name: str) -> bool:
+    return bool(_PROFILER_ANNOTATION.match(name))
+
+
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
 _TRAILING_INT = re.compile(r"(-?\d{1,18})\s*$")  # bounded: a 5,000-digit "pid" is a label
 MAX_NAME_CHARS = 1 << 16  # longer names are cut: no kernel or operator name comes near
@@ -48,6 +56,9 @@ SYNC_KINDS = {
     "device sync": SyncKind.DEVICE,
     "stream wait event": SyncKind.STREAM_WAIT_EVENT,
 }
+_UNSEEN = object()
+_MAX_CATEGORIES = 1024
+_MAX_CACHED = 1 << 16
 _NO_STREAM = (-1, 4294967295)  # CUPTI's "no stream" for context and event syncs
 
 
@@ -68,7 +79,9 @@ def _as_tuple(value: Any, depth: int = 0) -> Any:
     if isinstance(value, list):
         if depth >= _MAX_SHAPE_DEPTH:
             return None
-        return tuple(_as_tuple(v, depth + 1) for v in value)
+        # leaves (ints, mostly) without a call each: a window has ~10^5 operators' shapes
+        return tuple([_as_tuple(v, depth + 1) if isinstance(v, (list, dict)) else v
+                      for v in value])
     return None if isinstance(value, dict) else value
 
 
@@ -89,9 +102,11 @@ def validated(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dim3(value: Any) -> tuple[int, int, int] | None:
-    if isinstance(value, list) and len(value) == 3 and all(
-            type(v) is int and 0 <= v < 1 << 31 for v in value):
-        return (value[0], value[1], value[2])
+    if isinstance(value, list) and len(value) == 3:
+        x, y, z = value  # unrolled: a generator per kernel's grid and block cost a third of it
+        if (type(x) is int and type(y) is int and type(z) is int
+                and 0 <= x < 1 << 31 and 0 <= y < 1 << 31 and 0 <= z < 1 << 31):
+            return (x, y, z)
     return None
 
 
@@ -149,13 +164,19 @@ class EventMapper:
             "python_function": self._python,
             "cuda_sync": self._sync,
         }
+        self._by_category: dict[str, Any] = {}  # the trace's spelling -> `_resolve`'s answer
+        self._shape_cache: dict[str, Any] = {}
+        self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def add(self, index: int, event: Any) -> None:
         """Translate one element of ``traceEvents``; anything not understood is skipped."""
         if not isinstance(event, dict):
             self.out.counts["not_events"] += 1
             return
-        event = validated(event)
+        args, name = event.get("args"), event.get("name", "")
+        if not ((args is None or type(args) is dict) and type(name) is str
+                and len(name) <= MAX_NAME_CHARS):  # `validated`'s test, inlined: every event
+            event = validated(event)
         phase = event.get("ph")
         if phase == "M":
             self._metadata(event)
@@ -163,22 +184,33 @@ class EventMapper:
         cat = event.get("cat")
         if phase != "X" or not isinstance(cat, str):
             return
-        cat = cat.lower()
-        if cat == "gpu_user_annotation":
-            self.out.counts["gpu_annotations"] += 1  # GPU-side copy of a CPU annotation
-            return
-        if cat == "cuda_profiler_range":
-            self.out.counts["profiler_ranges"] += 1
-            return
-        handler = self._handlers.get(cat)
+        handler = self._by_category.get(cat, _UNSEEN)
+        if handler is _UNSEEN:  # categories are few: each spelling is resolved once
+            handler = self._resolve(cat)
+            if len(self._by_category) < _MAX_CATEGORIES:  # (a hostile trace's are not kept)
+                self._by_category[cat] = handler
         if handler is None:
             return
-        start = us_to_ns(event.get("ts"))
-        if start is None:
+        if type(handler) is str:  # only counted
+            self.out.counts[handler] += 1
+            return
+        ts = event.get("ts")
+        start = ts * 1000 if type(ts) is int else us_to_ns(ts)  # `us_to_ns`'s int case, inlined
+        if start is None or not -NS_LIMIT < start < NS_LIMIT:
             self.out.counts["no_timestamp"] += 1
             return
         duration = us_to_ns(event.get("dur", 0)) or 0
         handler(index, event, start, start + max(duration, 0))
+
+    def _resolve(self, cat: str) -> Callable[[int, dict[str, Any], int, int], None] | str | None:
+        """Where events of category ``cat`` (as the trace spells it; compared lower-cased) go:
+        a handler, a count key (GPU-side copies of CPU annotations, profiler ranges), or None."""
+        lowered = cat.lower()
+        if lowered == "gpu_user_annotation":  # GPU-side copy of a CPU annotation
+            return "gpu_annotations"
+        if lowered == "cuda_profiler_range":
+            return "profiler_ranges"
+        return self._handlers.get(lowered)
 
     # ----- metadata ------------------------------------------------------------------------
 
@@ -235,18 +267,45 @@ class EventMapper:
 
     def _operator(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
         name = str(event.get("name", ""))
-        if _PROFILER_ANNOTATION.match(name):
+        if _is_profiler_annotation(name):
             self._annotation(index, event, start, end)
             return
         args = event.get("args") or {}
         dims, types = args.get("Input Dims"), args.get("Input type")
-        shapes = _as_tuple(dims) if isinstance(dims, list) else None
-        dtypes = tuple(self._intern(t) for t in types) if isinstance(types, list) else None
+        shapes = self._shapes(dims) if isinstance(dims, list) else None
+        dtypes = self._dtypes(types) if isinstance(types, list) else None
         rng = self._range(index, event, start, end, RangeSource.OPERATOR, shapes, dtypes)
         seq, fwd = args.get("Sequence number"), args.get("Fwd thread id")
         if type(seq) is int and type(fwd) is int and seq >= 0 and fwd >= 0:
             rng.sequence, rng.fwd_thread = seq, fwd
         self.out.counts["cpu_ops"] += 1
+
+    # Operators repeat a few shapes and dtype lists thousands of times: each distinct one is
+    # converted once (the cache stops growing at `_MAX_CACHED`; a hostile trace's are not kept).
+    def _shapes(self, dims: list) -> tuple | None:
+        try:
+            key = repr(dims)  # exact: equal text, equal JSON value
+        except RecursionError:
+            return _as_tuple(dims)
+        found = self._shape_cache.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = _as_tuple(dims)
+            if len(self._shape_cache) < _MAX_CACHED:
+                self._shape_cache[key] = found
+        return found
+
+    def _dtypes(self, types: list) -> tuple[str, ...]:
+        try:
+            "".join(types)  # raises unless every element is a str: then the tuple is an exact key
+        except TypeError:
+            return tuple(self._intern(t) for t in types)
+        key = tuple(types)
+        found = self._dtype_cache.get(key)
+        if found is None:
+            found = tuple(self._intern(t) for t in types)
+            if len(self._dtype_cache) < _MAX_CACHED:
+                self._dtype_cache[key] = found
+        return found
 
     def _annotation(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
         self._range(index, event, start, end, RangeSource.ANNOTATION)

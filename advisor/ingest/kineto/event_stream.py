@@ -39,6 +39,7 @@ CHUNK_BYTES = 1 << 22  # 4 MiB of input per read: large enough that per-chunk wo
 MAX_VALUE_CHARS = 64 << 20  # one event (or top-level value) of the trace, as text
 MAX_INT_DIGITS = 40  # longer integer literals stay text: no timestamp or id has more
 MAX_NUMBER_CHARS = 64  # number text longer than this is not a time (`us_to_ns`)
+BATCH_CHARS = 1 << 18  # events decoded together by one C call (`_TextReader.batch`)
 NS_LIMIT = 1 << 63  # times must fit a signed 64-bit nanosecond count, as in every profiler
 _WS = re.compile(r"[ \t\n\r]*")
 
@@ -86,8 +87,11 @@ def us_to_ns(value: Any) -> int | None:
         whole, dot, frac = value.partition(".")
         if whole.isdigit() and (not dot or frac.isdigit()):
             # Plain decimal: exact without Decimal; sub-nanosecond digits round half up.
-            ns = int(whole) * 1000 + int((frac + "000")[:3])
-            ns += 1 if frac[3:4] >= "5" else 0
+            if len(frac) <= 3:  # the usual case: one conversion, nothing to round
+                ns = int(whole + (frac + "000")[:3])
+            else:
+                ns = int(whole) * 1000 + int(frac[:3])
+                ns += 1 if frac[3] >= "5" else 0
         else:
             try:
                 d = Decimal(value)
@@ -200,6 +204,35 @@ class _TextReader:
                 continue  # a number may go on in the next chunk
             self.pos = end
             return value
+
+    def batch(self) -> list[Any] | None:
+        """The complete events ahead of ``pos`` (at most `BATCH_CHARS` of text), decoded by one
+        call of the C scanner as one array; ``pos`` is left on the comma after the last.
+
+        Decoding one event per call paid as much in Python around the scanner (whitespace,
+        separators, the long-digit check) as the scanner itself. The cut is the last ``},``
+        in reach, which may lie inside a string, inside an event or past the list's end: the
+        first two leave ``[`` + text + ``]`` unbalanced (it fails to parse), the last parses
+        short of the text. Then, as for a long digit run, nesting too deep or any malformed
+        text, None is returned and the caller decodes one value at a time as before, with the
+        same values and the same errors.
+        """
+        buf, pos = self.buf, self.pos
+        cut = buf.rfind("},", pos, pos + BATCH_CHARS)
+        if cut < pos:
+            return None
+        long_at = self._long_run_ahead()
+        if long_at is not None and long_at <= cut:
+            return None
+        text = "[" + buf[pos:cut + 1] + "]"
+        try:
+            values, end = _FAST_DECODER.raw_decode(text)
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+            return None
+        if end != len(text):  # the cut was past the end of the event list (a later key's value)
+            return None
+        self.pos = cut + 1
+        return values
 
     def _decode(self) -> tuple[Any, int]:
         """`_DECODER.raw_decode` at ``pos``, through `_FAST_DECODER` where that is the same."""
@@ -316,8 +349,13 @@ def _array(reader: _TextReader, doc: TraceDocument) -> Iterator[Any]:
         reader.pos += 1
         return
     while True:
-        yield reader.value(f"inside the trace events (after {doc.event_count} events)")
-        doc.event_count += 1
+        if reader.peek() != "{" or (batch := reader.batch()) is None:
+            yield reader.value(f"inside the trace events (after {doc.event_count} events)")
+            doc.event_count += 1
+        else:
+            for event in batch:
+                yield event
+                doc.event_count += 1
         char = reader.peek()
         reader.pos += 1
         if char == "]":
