@@ -33,9 +33,10 @@ class GpuSpec:
     fp8: float | None  # None: no FP8 tensor cores (before Ada/Hopper)
     bandwidth_gbs: float
     measured_fp32_to_16bit: float | None = None  # a GEMM ratio measured on this GPU, if any
-    # 16-bit on CUDA cores (no tensor cores) over FP32: what a 16-bit GEMM whose sizes are not
-    # multiples of 8 gets from cuBLAS. 2x FP32 on Volta, Turing, Ada and Hopper (H100 whitepaper:
-    # 133.8 vs 66.9 TFLOP/s); A100 4x (78 vs 19.5).
+    # What a 16-bit GEMM whose sizes are not multiples of 8 gains over FP32: cuBLAS runs it on
+    # low-alignment kernels at about the 16-bit non-tensor rate, taken from the datasheets: 2x
+    # FP32 on Volta, Turing, Ada and Hopper (H100 whitepaper: 133.8 vs 66.9 TFLOP/s), 4x on A100
+    # (78 vs 19.5). Measured on the H100: 2.4x (rules/fp32_matmul.py, TENSOR_CORE_MULTIPLE).
     half_simt_ratio: float = 2.0
 
     @property
