@@ -90,3 +90,13 @@ def test_nsys_child_runs_advisor_under_nsys_with_the_same_window():
     assert cmd[:2] == ["nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in cmd and "--capture-range-end=stop" in cmd
     assert cmd[cmd.index("-o") + 1] == "o/nsys_rank0"
+    # what the analysis reads, and no more (each traced API costs the whole run: docs/profile.md)
+    assert cmd[cmd.index("-t") + 1] == opts.nsys_trace == "cuda,nvtx"
+    wide = profile_command("nsys", Path("o/nsys_rank0"), child, "cuda,nvtx,osrt")
+    assert wide[wide.index("-t") + 1] == "cuda,nvtx,osrt" and wide.count("-t") == 1
+
+
+def test_nsys_trace_option_reaches_every_rank():
+    opts = ProfileOptions(nsys=True, nsys_trace="cuda,nvtx,osrt,cublas,cudnn")
+    args = opts.cli_args()
+    assert args[args.index("--nsys-trace") + 1] == "cuda,nvtx,osrt,cublas,cudnn"
