@@ -81,11 +81,11 @@ def us_to_ns(value: Any) -> int | None:
     64-bit nanosecond range (``1e306``, ``1e999990``: checked before converting, so a huge
     exponent costs nothing)."""
     ns: int | None = None
-    if type(value) is int:
-        ns = value * 1000
-    elif type(value) is str and len(value) <= MAX_NUMBER_CHARS:
+    if type(value) is str and len(value) <= MAX_NUMBER_CHARS:  # the usual case first
         whole, dot, frac = value.partition(".")
-        if whole.isdigit() and (not dot or frac.isdigit()):
+        if len(frac) == 3 and whole.isdigit() and frac.isdigit():  # Kineto's "123.456"
+            ns = int(whole + frac)
+        elif whole.isdigit() and (not dot or frac.isdigit()):
             # Plain decimal: exact without Decimal; sub-nanosecond digits round half up.
             if len(frac) <= 3:  # the usual case: one conversion, nothing to round
                 ns = int(whole + (frac + "000")[:3])
@@ -99,6 +99,8 @@ def us_to_ns(value: Any) -> int | None:
                     ns = int((d * 1000).to_integral_value())
             except (ArithmeticError, ValueError):  # "NaN", "Infinity" and the like
                 return None
+    elif type(value) is int:
+        ns = value * 1000
     elif isinstance(value, float) and value == value and abs(value) < NS_LIMIT / 1000:
         ns = round(value * 1000)
     if ns is None or not -NS_LIMIT < ns < NS_LIMIT:
@@ -353,9 +355,8 @@ def _array(reader: _TextReader, doc: TraceDocument) -> Iterator[Any]:
             yield reader.value(f"inside the trace events (after {doc.event_count} events)")
             doc.event_count += 1
         else:
-            for event in batch:
-                yield event
-                doc.event_count += 1
+            yield from batch  # (counted after: nothing reads the count mid-batch)
+            doc.event_count += len(batch)
         char = reader.peek()
         reader.pos += 1
         if char == "]":
