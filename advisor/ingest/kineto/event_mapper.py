@@ -174,16 +174,18 @@ class EventMapper:
         if not isinstance(event, dict):
             self.out.counts["not_events"] += 1
             return
+        phase = event.get("ph")
+        if phase != "X" and phase != "M":  # flow arrows, instants, counters: nothing to map
+            return
         args, name = event.get("args"), event.get("name", "")
         if not ((args is None or type(args) is dict) and type(name) is str
                 and len(name) <= MAX_NAME_CHARS):  # `validated`'s test, inlined: every event
-            event = validated(event)
-        phase = event.get("ph")
+            event = validated(event)  # (its "ph" stays as it was)
         if phase == "M":
             self._metadata(event)
             return
         cat = event.get("cat")
-        if phase != "X" or not isinstance(cat, str):
+        if not isinstance(cat, str):
             return
         handler = self._by_category.get(cat, _UNSEEN)
         if handler is _UNSEEN:  # categories are few: each spelling is resolved once
