@@ -167,6 +167,7 @@ class EventMapper:
         }
         self._by_category: dict[str, Any] = {}  # the trace's spelling -> `_resolve`'s answer
         self._shape_cache: dict[str, Any] = {}
+        self._api_names: dict[str, str] = {}  # a call's name as written -> normalised, interned
         self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def add(self, index: int, event: Any) -> None:
@@ -252,14 +253,19 @@ class EventMapper:
 
     def _api(self, index: int, event: dict[str, Any], start: int, end: int,
              layer: ApiLayer) -> None:
-        pid, tid = self._host_ids(event)
+        raw = event.get("name", "")  # a str, bounded: `validated`
+        name = self._api_names.get(raw)
+        if name is None:  # a trace repeats a few call names: each is normalised once
+            name = self._intern(normalize(str(raw)))
+            if len(self._api_names) < _MAX_CACHED:
+                self._api_names[raw] = name
+        pid, tid = event.get("pid", 0), event.get("tid", 0)
         correlation = (event.get("args") or {}).get("correlation")
         if type(correlation) is not int:
             correlation = -1 - index  # unique and negative: joins nothing
         self.out.api_calls.append(ApiCall(
-            id=index, name=self._intern(normalize(str(event.get("name", "")))),
-            start_ns=start, end_ns=end, pid=pid, tid=tid, correlation=correlation, layer=layer,
-        ))
+            index, name, start, end, pid if type(pid) is int else as_int_id(pid),
+            tid if type(tid) is int else as_int_id(tid), correlation, layer))
         self.out.counts["api_calls"] += 1
 
     def _runtime(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
