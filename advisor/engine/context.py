@@ -136,6 +136,8 @@ class RuleContext:
 
     def replay(self, effects: Sequence[Effect]) -> Replay:
         ordered = tuple(sorted(effects, key=lambda e: e.order))
+        if not ordered:
+            return self.baseline  # no effects: the template as it is, replayed once
         cache = self.__dict__.setdefault("_replays", {})
         try:
             return cache[ordered]  # effects are values: the same fixes replay the same

@@ -289,11 +289,15 @@ class Simulation:
                 frontier = i
 
     def _link_ops(self, w0: int) -> None:
-        graph = self.graph
+        graph, nodes = self.graph, self.nodes
+        by_correlation = graph.ops_by_correlation  # `graph.launched`, once per node of the window
         launched: list[tuple[int, int, GpuOp]] = []
-        for i, n in enumerate(self.nodes):
-            if n.call is not None:
-                ops = graph.launched(n.call)
+        for i, n in enumerate(nodes):
+            call = n.call
+            if call is not None:
+                ops = by_correlation.get((call.pid, call.correlation))
+                if not ops:
+                    continue
                 if len(ops) > 1:
                     ops = sorted(ops, key=lambda o: o.start_ns)
                 for op in ops:
@@ -319,24 +323,26 @@ class Simulation:
                 self._stream_free_at[key] = max(self._stream_free_at.get(key, 0), op.end_ns)
         # Launch latency: the fastest launches are those that found their stream idle; when the
         # GPU never caught up with the host the trace cannot show it, and the default applies.
-        lat = sorted(op.start_ns - self.nodes[i].obs_start for i, _, op in launched
-                     if op.start_ns >= self.nodes[i].obs_start)
+        lat = [d for d in (op_start - nodes[i].obs_start for i, op_start, _ in launched) if d >= 0]
+        lat.sort()
         p5 = lat[len(lat) // 20] if lat else None
-        self.launch_latency = p5 if p5 is not None and p5 <= MAX_PLAUSIBLE_LAUNCH_NS \
+        self.launch_latency = latency = p5 if p5 is not None and p5 <= MAX_PLAUSIBLE_LAUNCH_NS \
             else DEFAULT_LAUNCH_LATENCY_NS
         last_end = dict(self._stream_free_at)
-        for i, _, op in launched:
+        sim_ops, op_index = self.ops, self.op_index
+        for i, op_start, op in launched:
             key = (op.device, op.stream)
-            call_start = self.nodes[i].obs_start
+            node = nodes[i]
+            call_start = node.obs_start
             pred_end = last_end.get(key)
-            if pred_end is None or call_start + self.launch_latency > pred_end:
-                launch_lat, gap = max(0, op.start_ns - call_start), 0
+            if pred_end is None or call_start + latency > pred_end:
+                launch_lat, gap = max(0, op_start - call_start), 0
             else:
-                launch_lat = min(self.launch_latency, max(0, op.start_ns - call_start))
-                gap = max(0, op.start_ns - pred_end)
-            self.op_index[op.id] = len(self.ops)
-            self.nodes[i].ops.append(len(self.ops))
-            self.ops.append(_Op(op, key, op.end_ns - op.start_ns, launch_lat, gap))
+                launch_lat = min(latency, max(0, op_start - call_start))
+                gap = max(0, op_start - pred_end)
+            op_index[op.id] = len(sim_ops)
+            node.ops.append(len(sim_ops))
+            sim_ops.append(_Op(op, key, op.end_ns - op_start, launch_lat, gap))
             last_end[key] = max(pred_end or 0, op.end_ns)
 
     def _link_waits(self, calls: Iterable[ApiCall]) -> None:

@@ -94,6 +94,17 @@ def find_chains(graph: OpGraph, steps: Sequence[Step]) -> Chains:
     """Maximal runs of eager memory-bound kernels per stream, cut by any other kernel or copy
     (memsets are transparent: they are the allocator's, not a data dependency)."""
     outside = [span for s in steps for p in OUTSIDE_MODEL_PHASES for span in s.phases.get(p, [])]
+    # Kept on the graph (`Chains` is immutable): three rules ask it of the same steps.
+    cache = graph.__dict__.setdefault("_chains", {})
+    key = (steps[0].pid if steps else None, tuple((s.cpu_start_ns, s.cpu_end_ns) for s in steps),
+           tuple(outside))
+    found = cache.get(key)
+    if found is None:
+        found = cache[key] = _find_chains(graph, steps, outside)
+    return found
+
+
+def _find_chains(graph: OpGraph, steps: Sequence[Step], outside: list[tuple[int, int]]) -> Chains:
     chains: list[tuple[GpuOp, ...]] = []
     bounds: list[tuple[GpuOp | None, GpuOp | None]] = []
     inductor_ns = 0

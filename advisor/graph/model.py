@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -393,6 +393,21 @@ class OpGraph:
                 found.append(ranges[i])
             i = parents[i]
         return found[::-1]
+
+    def innermost_range_at(self, pid: int, tid: int, t_ns: int,
+                           accept: Callable[[CpuRange], bool]) -> CpuRange | None:
+        """The innermost range on one thread that encloses t_ns and that ``accept`` takes:
+        ``[r for r in ranges_at(...) if accept(r)][-1]`` without building the list (the step
+        breakdown asks it of every idle stretch)."""
+        starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))
+        i = bisect_right(starts, t_ns) - 1
+        parents = self._range_parents.get((pid, tid), [])
+        while i >= 0:
+            r = ranges[i]
+            if r.end_ns > t_ns and accept(r):
+                return r
+            i = parents[i]
+        return None
 
     @cached_property
     def _op_starts(self) -> tuple[list[int], int]:

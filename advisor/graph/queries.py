@@ -37,6 +37,9 @@ def _steps_calls(graph: OpGraph, steps: Sequence[Step]) -> tuple[ApiCall, ...]:
     starts = graph._call_starts[0]
     lo = bisect_left(starts, min(a for a, _ in spans))
     hi = bisect_left(starts, max(b for _, b in spans))
+    if len(spans) == 1:  # one step (rules ask step by step): every call bisected to is inside it
+        cache[key] = result = tuple(c for c in graph.api_calls[lo:hi] if c.pid == pid)
+        return result
     out = []
     i = 0
     for c in graph.api_calls[lo:hi]:  # sorted by start

@@ -97,10 +97,10 @@ def _host_cause(graph: OpGraph, step: Step, t: int, launched_at: int | None) -> 
     if launched_at is not None and launched_at <= t:
         return "launch latency"
     # Python frames (with_stack) are left to the source-line view (advisor.graph.source_lines)
-    named = [r for r in graph.ranges_at(step.pid, step.tid, t)
-             if r.name != step.name and r.source is not RangeSource.PYTHON]
-    if named:
-        name = named[-1].name
+    named = graph.innermost_range_at(
+        step.pid, step.tid, t, lambda r: r.name != step.name and r.source is not RangeSource.PYTHON)
+    if named is not None:
+        name = named.name
         return name if len(name) <= 60 else name[:59] + "…"
     return "host (untraced)"
 

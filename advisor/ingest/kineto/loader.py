@@ -37,7 +37,7 @@ from advisor.ingest.kineto.event_stream import (
     GZIP_MAGIC,
     TraceDocument,
     gzip_head,
-    iter_events,
+    iter_event_batches,
     looks_like_json,
 )
 
@@ -87,8 +87,11 @@ def _load(path: Path, options: LoadOptions) -> OpGraph:
 def _read_events(path: Path, doc: TraceDocument, limits: UnpackLimits) -> Collected:
     """Stream every event through the mapper (the caller pauses the garbage collector)."""
     mapper = EventMapper()
-    for index, event in enumerate(iter_events(path, doc, limits=limits)):
-        mapper.add(index, event)
+    add, index = mapper.add, 0
+    for batch in iter_event_batches(path, doc, limits=limits):
+        for event in batch:
+            add(index, event)
+            index += 1
     return mapper.out
 
 
