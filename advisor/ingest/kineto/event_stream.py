@@ -25,7 +25,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -182,6 +182,16 @@ class _TextReader:
         if char != expected:
             self.fail(where)
         self.pos += 1
+
+    def closed(self, close: str, where: Callable[[], str]) -> bool:
+        """After a member of an object or array: True past its closing ``close``, False past the
+        comma before the next member; anything else is bad JSON (``where`` is called only then:
+        this runs once per event)."""
+        char = self.peek()
+        if char == close or char == ",":
+            self.pos += 1
+            return char == close
+        self.fail(where())
 
     def value(self, where: str) -> Any:
         """Decode one JSON value; a value cut by the chunk boundary is retried with more text."""
@@ -346,13 +356,8 @@ def _object(reader: _TextReader, doc: TraceDocument) -> Iterator[list[Any]]:
             yield from _array(reader, doc)
         else:
             doc.metadata[key] = reader.value(f"in the value of {key!r}")
-        char = reader.peek()
-        reader.pos += 1
-        if char == "}":
+        if reader.closed("}", lambda: "inside the top-level object"):
             return
-        if char != ",":
-            reader.pos -= 1
-            reader.fail("inside the top-level object")
 
 
 def _array(reader: _TextReader, doc: TraceDocument) -> Iterator[list[Any]]:
@@ -366,10 +371,5 @@ def _array(reader: _TextReader, doc: TraceDocument) -> Iterator[list[Any]]:
         else:
             yield batch  # (counted after: nothing reads the count mid-batch)
             doc.event_count += len(batch)
-        char = reader.peek()
-        reader.pos += 1
-        if char == "]":
+        if reader.closed("]", lambda: f"inside the trace events (after {doc.event_count} events)"):
             return
-        if char != ",":
-            reader.pos -= 1
-            reader.fail(f"inside the trace events (after {doc.event_count} events)")
