@@ -72,30 +72,18 @@ def test_frameworks_table_and_readme_table_are_current():
         "README.md's rules table is stale: run advisor rules --write-docs docs/rules")
 
 
-def test_declared_fixes_are_checked_at_definition():
-    with pytest.raises(TypeError, match="no plain-PyTorch fix"):
-
-        class OnlyLightning(Rule):
-            """Doc."""
-
-            code, name, category = "TEST901", "only-lightning", Category.HOST
-            mechanisms = MappingProxyType({"a-cause": "what it is"})
-            fixes = (FixVariant("a-cause", "Do it", "x = 1", framework="lightning"),)
-
-            def check(self, graph, ctx):
-                return ()
-
-    with pytest.raises(TypeError, match="unknown framework"):
-
-        class UnknownFramework(Rule):
-            """Doc."""
-
-            code, name, category = "TEST902", "unknown-framework", Category.HOST
-            mechanisms = MappingProxyType({"a-cause": "what it is"})
-            fixes = (FixVariant("a-cause", "Do it", "x = 1", framework="keras"),)
-
-            def check(self, graph, ctx):
-                return ()
+@pytest.mark.parametrize(("framework", "error"), [
+    ("lightning", "no plain-PyTorch fix"),  # every mechanism needs the plain-PyTorch fallback
+    ("keras", "unknown framework"),
+])
+def test_declared_fixes_are_checked_at_definition(framework, error):
+    with pytest.raises(TypeError, match=error):
+        type("Declared", (Rule,), {
+            "__doc__": "Doc.", "code": "TEST901", "name": "declared", "category": Category.HOST,
+            "mechanisms": MappingProxyType({"a-cause": "what it is"}),
+            "fixes": (FixVariant("a-cause", "Do it", "x = 1", framework=framework),),
+            "check": lambda self, graph, ctx: (),
+        })
 
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
