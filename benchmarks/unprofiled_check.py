@@ -375,13 +375,15 @@ def calibration_rows(dirs: list[Path]) -> list[dict]:
 
 
 def fit(a: argparse.Namespace) -> int:
-    """Least squares (non-negative) of (raw replay - plain) over per-step event counts."""
+    """Least squares (non-negative) of (raw replay - plain) over per-step event counts, from the
+    captures in ``dirs`` or from rows saved by an earlier run (``--rows``)."""
     import numpy as np
 
-    rows = calibration_rows(a.dirs)
+    rows = json.loads(a.rows.read_text())["rows"] if a.rows else calibration_rows(a.dirs)
+    cols_of = {"kineto": ["calls", "ops"], "kineto-stack": ["calls", "ops", "pys"]}
     for mode in sorted({r["mode"] for r in rows}):
         rs = [r for r in rows if r["mode"] == mode]
-        cols = ["calls", "ops"] if mode.startswith("kineto") else ["calls"]
+        cols = cols_of.get(mode, ["calls"])
         x = np.array([[r[c] for c in cols] for r in rs], dtype=float)
         y = np.array([(r["raw_replay_ms"] - r["plain_ms"]) * 1e6 for r in rs])
         from scipy.optimize import nnls
@@ -389,7 +391,7 @@ def fit(a: argparse.Namespace) -> int:
         coef, _ = nnls(x, y)
         print(f"{mode}: " + ", ".join(f"{c} {v:.0f} ns" for c, v in zip(cols, coef, strict=True)))
         for r, pred in zip(rs, x @ coef, strict=True):
-            print(f"   {r['workload']:6} plain {r['plain_ms']:8.3f}  traced {r['traced_ms']:8.3f}  "
+            print(f"   {r['workload']:12} plain {r['plain_ms']:8.3f}  traced {r['traced_ms']:8.3f}  "
                   f"raw replay {r['raw_replay_ms']:8.3f}  fit {r['raw_replay_ms'] - pred / 1e6:8.3f}"
                   f"  now {r['predicted_ms']:8.3f}  calls {r['calls']:6.0f}  ops {r['ops']:6.0f}")
     return 0
@@ -519,9 +521,11 @@ def main() -> int:
     c.add_argument("--names", default="", help="only runs whose names start with these (a,b)")
     for name in ("fit", "table"):
         p = sub.add_parser(name)
-        p.add_argument("dirs", type=Path, nargs="+")
+        p.add_argument("dirs", type=Path, nargs="+" if name == "table" else "*")
         if name == "table":
             p.add_argument("--stat", choices=["median", "mean"], default="median")
+        else:
+            p.add_argument("--rows", type=Path, help="rows saved by an earlier fit (fit_rows.json)")
     a = ap.parse_args()
     return {"collect": collect, "fit": fit, "table": table}[a.cmd](a)
 

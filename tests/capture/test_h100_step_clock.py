@@ -20,7 +20,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from background_cost import measure  # noqa: E402
 from unprofiled_check import _script_figure, _window  # noqa: E402
 
-RUNS = [("res/nanogpt-kineto", "nanogpt"), ("res2/timm-long", "timm")]
+RUNS = [("res/nanogpt-kineto", "nanogpt"), ("res2/timm-long", "timm"),
+        ("../h100-2026-11-23b/nanogpt-kineto", "nanogpt")]  # second pass, after the CUPTI teardown
 
 
 @pytest.mark.parametrize(("run", "kind"), RUNS)
@@ -39,3 +40,16 @@ def test_the_reports_were_written_while_the_long_epoch_ran():
     assert r["job_ran_on_after_reports_s"] > 5
     assert r["window_closed_to_reports_s"] < 10
     assert r["steps_during"] > 20 and r["steps_after"] > 100
+
+
+def test_the_calibration_fit_quoted_in_the_docs_comes_from_the_saved_rows(capsys):
+    """docs/validation.md and profiler_cost quote 13.6 and 9.6 us per CUDA call for nsys with and
+    without the OS-runtime/cuBLAS/cuDNN APIs: the fit over the second pass's saved rows."""
+    import argparse
+
+    from unprofiled_check import fit
+
+    rows = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23b" / "fit_rows.json"
+    assert fit(argparse.Namespace(rows=rows, dirs=[])) == 0
+    out = capsys.readouterr().out
+    assert "nsys: calls 13588 ns" in out and "nsys-lean: calls 9568 ns" in out
