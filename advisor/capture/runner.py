@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from advisor.capture.nsys import DEFAULT_TRACE
 from advisor.capture.script import SIGINT_EXIT, SIGTERM_EXIT, Target
 from advisor.errors import AdvisorError, CaptureError
 
@@ -31,7 +32,7 @@ class ProfileOptions:
     isolated: bool = False
     show_fixes: bool = False
     stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
-    nsys_trace: str = "cuda,nvtx"  # nsys -t (with --nsys)
+    nsys_trace: str = DEFAULT_TRACE  # nsys -t (with --nsys)
     source_root: Path | None = None  # the script's directory: where reports read its lines
     window_at_s: float | None = None  # --window-at TIME: start recording then
     then: str = "continue"  # after the window: "continue" (analysis beside the job) or "stop"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from advisor.capture.nsys import DEFAULT_TRACE
 from advisor.commands.analyze import rule_options
 
 
@@ -38,7 +39,7 @@ from advisor.commands.analyze import rule_options
               help="Write the HTML report here.")
 @click.option("--nsys", is_flag=True,
               help="Record the window with Nsight Systems (nsys on PATH) instead of torch.profiler.")
-@click.option("--nsys-trace", default="cuda,nvtx", show_default=True,
+@click.option("--nsys-trace", default=DEFAULT_TRACE, show_default=True,
               metavar="APIS", help="What nsys traces (its -t), with --nsys.")
 @click.option("--stacks/--no-stacks", default=True, show_default=True,
               help="Record Python call stacks in the window (torch.profiler with_stack), so "

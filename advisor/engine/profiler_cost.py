@@ -69,8 +69,8 @@ _NSYS_APIS = ("H100 80GB HBM3, torch 2.11+cu130, nsys 2025.3.1: the cuda,nvtx,os
               "this configuration too: on the calibration and framework workloads of "
               "benchmarks/unprofiled_check.py (fixtures/unprofiled/h100-2026-11-23b) least "
               "squares gave 13.6 us with the OS-runtime, cuBLAS and cuDNN APIs traced and 9.6 us "
-              "without them (unprofiled_check.py fit --rows .../fit_rows.json), both within the +-20-35% the machine's host speed varies between "
-              "processes (docs/validation.md)")
+              "without them (unprofiled_check.py fit --rows .../fit_rows.json), both within the "
+              "+-20-35% the machine's host speed varies between processes (docs/validation.md)")
 CALIBRATIONS: dict[tuple[str, str], Calibration] = {
     ("nsys", "cuda,nvtx"): Calibration("nsys", "cuda,nvtx", 11_000, 0, _NSYS_APIS),
     ("nsys", "cuda,nvtx,osrt,cublas,cudnn"): Calibration("nsys", "cuda,nvtx,osrt,cublas,cudnn",
