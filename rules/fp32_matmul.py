@@ -13,13 +13,10 @@ from advisor.engine.gpus import lookup, trace_gpu
 from advisor.engine.hardware import MIN_KERNEL_NS
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
 from advisor.graph.chains import find_chains
+from advisor.graph.gemm_shapes import candidate_sizes
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
-
-GEMM_OPERATORS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm",
-                            "aten::_addmm_activation"})
-"""Operators whose inputs give a GEMM's sizes (M x K times K x N, batched or with a bias)."""
 
 TENSOR_CORE_MULTIPLE = 8
 """cuBLAS's fast 16-bit tensor-core kernels need M, N and K to be multiples of 8 (16 bytes); a
@@ -30,32 +27,18 @@ vocabulary GEMMs per step took 36.6 ms in FP32 and 15.4 ms in bf16 (CUTLASS
 in Hopper kernels (`nvjet_*`) many times faster. Such a GEMM gets `GpuSpec.half_simt_ratio`."""
 
 
-def gemm_sizes(shapes: tuple) -> tuple[int, ...] | None:
-    """M, K and N of a GEMM operator's two matrix inputs (the last two 2-D-or-more inputs)."""
-    mats = [s for s in shapes if isinstance(s, tuple) and len(s) >= 2
-            and all(isinstance(d, int) for d in s)]
-    if len(mats) < 2:
-        return None
-    a, b = mats[-2], mats[-1]
-    return a[-2], a[-1], b[-1]
-
-
 def unaligned_gemms(graph: OpGraph, gemms: Sequence[GpuOp]) -> tuple[set[int], bool]:
     """Kernels of GEMM operators with a size that is not a multiple of `TENSOR_CORE_MULTIPLE`,
-    and whether any GEMM's sizes were known (only traces with operator shapes tell)."""
+    and whether any GEMM's sizes were known (operator shapes in the trace, or its shape probe:
+    `advisor.graph.gemm_shapes`). A kernel whose candidate sizes disagree counts as aligned."""
     out, known = set(), False
     for o in gemms:
-        call = graph.launcher(o)
-        if call is None:
+        sizes = candidate_sizes(graph, o)
+        if not sizes:
             continue
-        for r in reversed(graph.ranges_at(call.pid, call.tid, call.start_ns)):
-            if r.name in GEMM_OPERATORS and r.shapes:
-                sizes = gemm_sizes(r.shapes)
-                if sizes is not None:
-                    known = True
-                    if any(d % TENSOR_CORE_MULTIPLE for d in sizes):
-                        out.add(o.id)
-                break
+        known = True
+        if all(any(d % TENSOR_CORE_MULTIPLE for d in s) for s in sizes):
+            out.add(o.id)
     return out, known
 
 

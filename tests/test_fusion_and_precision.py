@@ -23,12 +23,12 @@ TOLERANCE = 1.35
 FILES = {"nsys": "nsys.sqlite.gz", "kineto": "trace.json.gz"}
 
 
-NO_SHAPES_MISS = (
-    "an nsys trace has no operator shapes, so the GEMMs of GPT-2's 50,257-token vocabulary (36.6 "
-    "ms per FP32 step), which run on low-alignment kernels in bf16 (2.4x, not 14.8x), are taken "
-    "at the tensor-core rate; and "
-    "autocast's casts of the 412M-element logits are not modelled (docs/validation.md)")
-MISSES = {("hf-gpt2", "nsys"): NO_SHAPES_MISS}
+AUTOCAST_GROWTH_MISS = (
+    "autocast made HF GPT-2's memory-bound work grow (elementwise 28.8 ms per bf16 step against "
+    "about 22 ms in FP32: the tanh-GELU backward in mixed dtypes, casts of the 412M-element "
+    "logits), which the replay does not model; the GEMM sizes are known (the nsys shape probe) "
+    "(docs/validation.md)")
+MISSES: dict[tuple[str, str], str] = {}
 """Where the estimate falls outside the tolerance, and why."""
 
 
@@ -218,7 +218,7 @@ def test_fp32_matmul_models_the_fixed_steps_gpu_time(case, before, after, reques
 
     reference = MEASURED[case].get("bf16_gpu_busy_ms", step(case, after))
     if case == "hf-gpt2":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=NO_SHAPES_MISS))
+        request.applymarker(pytest.mark.xfail(strict=True, reason=AUTOCAST_GROWTH_MISS))
     graph = load_trace(PUBLIC / case / FILES["nsys"])
     steps = analysed_steps(graph)
     ctx = RuleContext(graph, steps)
@@ -234,8 +234,11 @@ def test_fp32_matmul_models_the_fixed_steps_gpu_time(case, before, after, reques
 def test_fp32_matmul_finds_the_gemms_that_miss_the_fast_kernels_from_operator_shapes():
     """GPT-2's 50,257-token vocabulary: its three GEMMs per step (logits, and the two of their
     backward) have a size that is not a multiple of 8, which keeps a 16-bit GEMM off cuBLAS's fast
-    tensor-core kernels; the torch.profiler trace records the shapes, the nsys trace does not and says so."""
-    from advisor.rules.fp32_matmul import gemm_sizes
+    tensor-core kernels. The torch.profiler trace records the shapes; the nsys trace, taken by
+    `advisor profile --nsys`, has them from its shape probe (the step before the window under
+    emit_nvtx), carried to the window's kernels by signature and duration: both find the same
+    time. An nsys trace without a probe says it does not know."""
+    from advisor.graph.gemm_shapes import gemm_sizes
 
     assert gemm_sizes(((8192, 768), (768, 50257))) == (8192, 768, 50257)
     assert gemm_sizes(((2304,), (8192, 768), (768, 2304), (), ())) == (8192, 768, 2304)
@@ -244,9 +247,13 @@ def test_fp32_matmul_finds_the_gemms_that_miss_the_fast_kernels_from_operator_sh
     assert 0.2 < q["unaligned_gemm_ns_per_step"] / q["fp32_gemm_ns_per_step"] < 0.4
     assert any("not a multiple of 8" in a for a in kineto.estimate.assumptions)
     nsys = finding(run(str(PUBLIC / "hf-gpt2" / FILES["nsys"]), ("fp32-matmul",)), "fp32-matmul")
-    assert nsys.evidence.quantities["unaligned_gemm_ns_per_step"] == 0
-    assert any("sizes are not in the trace" in a for a in nsys.estimate.assumptions)
-    assert kineto.estimate.speedup < nsys.estimate.speedup
+    assert nsys.evidence.quantities["unaligned_gemm_ns_per_step"] == pytest.approx(
+        q["unaligned_gemm_ns_per_step"], rel=0.05)
+    assert any("not a multiple of 8" in a for a in nsys.estimate.assumptions)
+    bare = finding(run(str(SCENARIOS / "fp32-matmul" / "bad" / "nsys.sqlite.gz"), ("fp32-matmul",)),
+                   "fp32-matmul")
+    assert bare.evidence.quantities["unaligned_gemm_ns_per_step"] == 0
+    assert any("sizes are not in the trace" in a for a in bare.estimate.assumptions)
 
 
 def test_compiler_fusion_on_the_hf_trainer_bf16_step():

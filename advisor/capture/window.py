@@ -110,12 +110,22 @@ def _rename_ranges(path: Path, names: list[str]) -> None:
 
 
 class CudaProfilerRecorder:
-    """cudaProfilerStart/Stop around the window, for `nsys profile --capture-range=cudaProfilerApi`."""
+    """cudaProfilerStart/Stop around the window, for `nsys profile --capture-range=cudaProfilerApi`.
+
+    With ``shapes`` the capture opens one step early, on a shape probe: that step runs under
+    ``torch.autograd.profiler.emit_nvtx(record_shapes=True)``, so every operator (backward ones
+    on autograd's threads included) leaves an NVTX range with its input sizes, and the session
+    names the step `SHAPE_PROBE_RANGE` instead of ``step N``. An nsys trace has no operator
+    shapes otherwise, and rules need GEMM sizes (`advisor.graph.gemm_shapes`). Operator ranges
+    cost host time per operator, which is why only that unmeasured step carries them."""
 
     kind = "nsys"
     marks_profiler = False
 
-    def __init__(self) -> None:
+    def __init__(self, shapes: bool = True) -> None:
+        self.shapes = shapes
+        self.probing = False  # the step now running is the shape probe
+        self._probe = None  # the emit_nvtx context while it is open
         self._started = False
         self.written = False
         self.error: str | None = None
@@ -125,16 +135,38 @@ class CudaProfilerRecorder:
         return False
 
     def prepare(self) -> None:
-        return None
+        if not self.shapes:
+            return
+        self._capture()
+        import torch.autograd.profiler as autograd_profiler
 
-    def start(self) -> None:
+        try:
+            probe = autograd_profiler.emit_nvtx(record_shapes=True)
+            probe.__enter__()
+        except Exception:  # no operator ranges on this build: the window records without them
+            return
+        self._probe, self.probing = probe, True
+
+    def _capture(self) -> None:
+        if self._started:
+            return
         import torch
 
-        torch.cuda.synchronize()  # the window starts with an empty GPU queue
+        torch.cuda.synchronize()  # the capture starts with an empty GPU queue
         torch.cuda.cudart().cudaProfilerStart()
         self._started = True
 
+    def _end_probe(self) -> None:
+        probe, self._probe, self.probing = self._probe, None, False
+        if probe is not None:
+            probe.__exit__(None, None, None)  # synchronizes: the probe's GPU work ends first
+
+    def start(self) -> None:
+        self._end_probe()
+        self._capture()
+
     def stop(self, incomplete: list[str]) -> None:
+        self._end_probe()
         if not self._started:
             return
         import torch

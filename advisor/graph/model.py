@@ -283,6 +283,9 @@ class OpGraph:
         self.syncs = sorted(syncs, key=lambda s: s.start_ns)
         self.steps = sorted(steps, key=lambda s: (s.pid, s.tid, s.cpu_start_ns))
         self.step_detection = StepDetection()
+        # Kernel signature (name, grid, block) -> (GEMM sizes, kernel ns) of each problem a shape
+        # probe saw it launched for (`advisor.graph.gemm_shapes`); empty unless the trace holds one.
+        self.probe_gemm_sizes: dict[tuple, tuple[tuple[tuple[int, int, int], int], ...]] = {}
 
     @property
     def step_source(self) -> StepSource:

@@ -27,6 +27,7 @@ from advisor.errors import TraceFormatError
 from advisor.gc_pause import gc_paused
 from advisor.graph.api_names import normalize
 from advisor.graph.build import build_graph
+from advisor.graph.gemm_shapes import SHAPE_PROBE_RANGE, sizes_by_signature
 from advisor.graph.model import (
     ApiCall,
     ApiLayer,
@@ -130,7 +131,34 @@ class _Loader:
                             self.options.step_pattern, self.options.pid)
         if not all_steps:
             self.info.totals["steps"] = len(graph.steps)
+        graph.probe_gemm_sizes = self._probe_gemm_sizes()
         return graph
+
+    def _probe_gemm_sizes(self) -> dict:
+        """GEMM sizes per kernel signature from the shape-probe step `advisor profile --nsys`
+        records before its window (`advisor.graph.gemm_shapes`): that step alone is read, into
+        a graph of its own, so its operator ranges never reach the analysed steps."""
+        tests, params = [], []
+        if self.schema.has_column(S.NVTX.base, "text"):
+            tests.append("text = ?")
+            params.append(SHAPE_PROBE_RANGE)
+        if self.schema.has_column(S.NVTX.base, "textId"):
+            tests.append("textId IN (SELECT id FROM StringIds WHERE value = ?)")
+            params.append(SHAPE_PROBE_RANGE)
+        if not tests:
+            return {}
+        where = (f"WHERE eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
+                 f"AND globalTid IS NOT NULL AND ({' OR '.join(tests)})")
+        probes = [self._range(row) for row in self._scan(S.NVTX, where, params)]
+        if not probes:
+            return {}
+        probe = min(probes, key=lambda r: r.start_ns)  # one probe a process; the first will do
+        w = Window(probe.start_ns, probe.end_ns, [], "shape probe")
+        calls = [c for c in self._api_calls(w) if c.pid == probe.pid]
+        ops = self._gpu_ops(w, self._device_where(w, calls))
+        ranges = [r for r in self._ranges(w) if r.pid == probe.pid]
+        info = TraceInfo(path=self.info.path, format=FORMAT)
+        return sizes_by_signature(OpGraph(info, ranges, calls, ops, [], []))
 
     # ----- SQL helpers --------------------------------------------------------------------
 
