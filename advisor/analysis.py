@@ -10,6 +10,7 @@ from typing import Any
 from advisor.config import RuleSettings, resolve
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.host import HostFacts
+from advisor.engine.profiler_cost import Calibration
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.gc_pause import gc_paused
@@ -38,6 +39,7 @@ class Analysis:
     # Python stacks (advisor.graph.source_lines); where to read the user's files from.
     source: Any = None
     source_roots: list[Path] = field(default_factory=list)
+    settings: RuleSettings | None = None  # the rules and options it ran with (for a re-run)
 
     @property
     def steps_source(self) -> StepSource:
@@ -50,29 +52,35 @@ def analyze_graph(
     options: Mapping[str, Mapping[str, object]] | None = None,
     settings: RuleSettings | None = None,
     facts: HostFacts | None = None,
+    calibration: Calibration | None = None,
 ) -> Analysis:
     """Run the rules over a graph's steady-state steps. ``settings`` (pyproject.toml and the
     CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
     same for library callers, applied on top. ``facts``: what `advisor profile` recorded about
-    the host and the script (`advisor.engine.host`)."""
+    the host and the script (`advisor.engine.host`); ``calibration``: the profiler-overhead
+    costs to remove instead of the calibrated ones (`advisor.capture.baseline` fits them to
+    the measured step)."""
     with gc_paused():  # the whole analysis, not only the rules: one collection at the end
-        return _analyze_graph(graph, rule_names, options, settings, facts)
+        return _analyze_graph(graph, rule_names, options, settings, facts, calibration)
 
 
 def _analyze_graph(graph: OpGraph, rule_names: Sequence[str] | None,
                    options: Mapping[str, Mapping[str, object]] | None,
-                   settings: RuleSettings | None, facts: HostFacts | None) -> Analysis:
+                   settings: RuleSettings | None, facts: HostFacts | None,
+                   calibration: Calibration | None = None) -> Analysis:
     settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
     rules, rule_options = resolve(load_rules(), settings)
     # One pass: the analysed steps are found once, and the summary and the rules see the same.
-    ctx = RuleContext(graph, analysed_steps(graph), rule_options, facts or HostFacts())
+    ctx = RuleContext(graph, analysed_steps(graph), rule_options, facts or HostFacts(),
+                      calibration)
     summary = summarize(graph, ctx.steps)
     results = run_rules(graph, rules, rule_options, ctx=ctx)
     whole = summarize_trace(graph) if not ctx.steps else None
     source = attribute(graph, ctx.steps)
     if source is not None:
         attribute_findings(source, graph, results.findings)
-    return Analysis(graph, summary, results, whole, context=ctx, source=source)
+    return Analysis(graph, summary, results, whole, context=ctx, source=source,
+                    settings=settings)
 
 
 def analyze(

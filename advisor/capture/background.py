@@ -186,10 +186,14 @@ class _Baseline:
 
     def __init__(self, analysis: Any) -> None:
         r = analysis.results
+        # `apply_measured` may also replace the results, summary and context (a re-run with the
+        # profiler's costs fitted to the measured step): the originals are put back first.
+        self.objects = (r, analysis.summary, analysis.context, analysis.source)
         self.fields = (list(r.findings), list(r.below_threshold), r.combined,
                        r.baseline_step_ns, r.replay, list(analysis.warnings))
 
     def restore(self, analysis: Any) -> None:
+        analysis.results, analysis.summary, analysis.context, analysis.source = self.objects
         r = analysis.results
         (findings, below, r.combined, r.baseline_step_ns, r.replay,
          warnings) = self.fields

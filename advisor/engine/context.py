@@ -11,6 +11,7 @@ from string import Template
 from advisor.engine.effects import Effect
 from advisor.engine.framework import FrameworkInfo, detect
 from advisor.engine.host import HostFacts
+from advisor.engine.profiler_cost import Calibration
 from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
 from advisor.engine.step_basis import StepBasis, assess
 from advisor.engine.whatif import Replay, Simulation
@@ -48,6 +49,9 @@ class RuleContext:
     steps: list[Step]
     options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     facts: HostFacts = field(default_factory=HostFacts)  # recorded by `advisor profile`
+    # The profiler-overhead costs to take out of the replays; None: the ones calibrated for the
+    # trace's profiler (`advisor.engine.profiler_cost.detect`).
+    calibration: Calibration | None = None
 
     @cached_property
     def framework(self) -> FrameworkInfo:
@@ -62,7 +66,7 @@ class RuleContext:
         """One simulation built for both: replayed as recorded, then made the template."""
         sim = Simulation(self.graph, self.steps)
         recorded = sim.run()
-        sim.remove_profiler_overhead()
+        sim.remove_profiler_overhead(self.calibration)
         return recorded, sim
 
     @cached_property

@@ -362,6 +362,11 @@ class OpGraph:
         starts, calls = self._api_by_thread.get((pid, tid), ([], []))
         return calls[bisect_left(starts, start_ns) : bisect_left(starts, end_ns)]
 
+    @property
+    def range_threads(self) -> list[tuple[int, int]]:
+        """The (pid, tid) of every thread with ranges."""
+        return list(self._ranges_by_thread)
+
     def ranges_in(self, pid: int, tid: int, start_ns: int, end_ns: int) -> list[CpuRange]:
         """Ranges on one thread that start inside [start_ns, end_ns)."""
         starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))

@@ -166,6 +166,39 @@ def graphable_regions(steps: Sequence[Step]) -> list[tuple[int, int]]:
     return out
 
 
+COMPILED_GRAPH_CALLS = ("## Call CompiledFxGraph", "Torch-Compiled Region", "CompiledFunctionBackward")
+"""Ranges torch.compile leaves around the code Inductor generated, most specific first: the call
+of a compiled FX graph (forward, and backward on autograd's thread), else the region or the
+autograd function around it."""
+
+
+def compiled_regions(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
+    """Host intervals inside the steps that run torch.compile's generated code: what
+    ``mode="reduce-overhead"`` records as CUDA graphs (its graph trees capture each compiled
+    graph, not the eager code around it: the optimizer step, gradient clipping, the loop).
+    Empty when the steps run no compiled graph (or the trace does not mark them: an nsys export
+    without torch.compile's ranges)."""
+    threads = {}  # pid -> its threads (backward runs on autograd's own)
+    for pid, tid in graph.range_threads:
+        threads.setdefault(pid, []).append(tid)
+    for prefix in COMPILED_GRAPH_CALLS:
+        found = []
+        for s in steps:
+            for tid in threads.get(s.pid, ()):
+                for r in graph.ranges_in(s.pid, tid, s.cpu_start_ns, s.cpu_end_ns):
+                    if r.name.startswith(prefix):
+                        found.append((r.start_ns, r.end_ns))
+        if found:
+            merged: list[tuple[int, int]] = []
+            for a, b in sorted(found):
+                if merged and a < merged[-1][1]:  # nested or overlapping: one region
+                    merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+                else:
+                    merged.append((a, b))
+            return merged
+    return []
+
+
 def uses_cuda_graphs(graph: OpGraph, steps: Sequence[Step]) -> bool:
     """True when the steps already replay CUDA graphs."""
     from advisor.graph import api_names
