@@ -4,7 +4,10 @@ Each rank is the real torch.profiler trace, rewritten as rank r of N: its own cl
 on different hosts disagree by milliseconds), its ``distributedInfo``, and planted anomalies:
 
 * a straggler rank: every other rank enters each collective ``delay_us`` earlier and waits for
-  it there (its NCCL kernels start earlier and last longer, as a waiting NCCL kernel does);
+  it there (its NCCL kernels start earlier and last longer, as a waiting NCCL kernel does), and
+  its host's own work is shorter by as much per collective (its ``ProfilerStep`` range ends that
+  much earlier): the base trace is host-bound (its GPU idles about 170 of 220 ms a step), so a
+  straggler there is a rank whose host works longer, and the others' hosts finish first;
 * exposed collectives: on every rank, each step's first collective lasts ``exposed_us`` longer.
 
 Only timestamps and durations change; event counts and names stay the real trace's, so parsing
@@ -45,12 +48,21 @@ def rank_trace(base: dict, rank: int, world: int, straggler: int | None, delay_u
             nxt = next((i for ts, i in kernels if ts >= s), None)
             if nxt is not None:
                 firsts.add(nxt)
+    shorter: dict[int, float] = {}  # index of a ProfilerStep event -> host work taken off
+    if straggler is not None and rank != straggler:
+        nccl = sorted(e["ts"] for e in base["traceEvents"] if _is_nccl_kernel(e))
+        for i, e in enumerate(base["traceEvents"]):
+            if str(e.get("name", "")).startswith("ProfilerStep#") and "ts" in e:
+                n = sum(1 for t in nccl if e["ts"] <= t < e["ts"] + e.get("dur", 0))
+                shorter[i] = min(n * delay_us, 0.5 * e.get("dur", 0))
     for i, e in enumerate(base["traceEvents"]):
         if "ts" not in e:
             events.append(e)
             continue
         e = dict(e)
         e["ts"] = e["ts"] + offset_us
+        if i in shorter:
+            e["dur"] = e["dur"] - shorter[i]
         if _is_nccl_kernel(e):
             if straggler is not None and rank != straggler:
                 e["ts"] -= delay_us

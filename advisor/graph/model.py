@@ -299,6 +299,11 @@ class OpGraph:
     # ----- lookups -------------------------------------------------------------------------
 
     @cached_property
+    def api_call_starts(self) -> list[int]:
+        """Start times of `api_calls`, in their (start) order: for bisecting a time range."""
+        return [a.start_ns for a in self.api_calls]
+
+    @cached_property
     def api_by_correlation(self) -> dict[tuple[int, int], ApiCall]:
         return {(a.pid, a.correlation): a for a in self.api_calls}
 

@@ -53,6 +53,11 @@ def kernel_collective(name: str) -> str:
     return "Other"
 
 
+REDUCER_RANGES = ("torch::distributed::reducer::", "torch.distributed.ddp.reducer::")
+"""Ranges of DDP's reducer (copying gradients into buckets and back, scaling them) that run once
+per bucket on autograd's thread: host work that comes with each all-reduce."""
+
+
 @lru_cache(maxsize=4096)
 def host_collective(name: str) -> str | None:
     """The collective a host range stands for (``nccl:all_reduce``, ``ncclAllReduce``), else None.

@@ -51,6 +51,10 @@ class JobStep:
     rank_exposed_ns: dict[int, int]
     rank_waiting_ns: dict[int, int]
     rank_busy_ns: dict[int, int]  # step time minus exposed waiting: what the rank itself needed
+    # The host's own work on the step (its step minus the time its calls were held waiting for
+    # the GPU): a rank cannot step faster than that, however long its GPU spun in a collective
+    # meanwhile (`advisor.job.rule.job_step_ns`). Empty where the trace has no steps of its own.
+    rank_floor_ns: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -223,6 +227,7 @@ def build_job(ranks: list[RankSummary]) -> Job:
             # buckets back, so the loss shows up as exposed communication at the step's end. Per
             # step, the lost time is the waiting up to the exposed communication.
             rank_busy_ns={r: ss[r].time_ns - min(waiting[(r, i)], ss[r].exposed_comm_ns) for r in ids},
+            rank_floor_ns={r: ss[r].host_own_ns for r in ids},
         ))
     job = Job(ranks=ranks, steps=steps, collectives=_collective_stats(ids, per_rank, indices, waiting_kind),
               offsets_ns=offsets, straggler=None, pace={}, pace_collectives={}, notes=notes,

@@ -108,26 +108,37 @@ Saving = Callable[[int, JobStep], float]
 """(rank, step) -> ns per step the fix takes off that rank's own work (never its waiting)."""
 
 
-def job_step_ns(job: Job, saving: Saving | None = None) -> float:
+def job_step_ns(job: Job, saving: Saving | None = None, floor_saving: Saving | None = None) -> float:
     """The job's step after a fix: per step, the slowest rank's own work (its step minus the time
-    it waited for others) after the saving; the median over steps."""
+    it waited for others) after the saving, and never below that rank's host floor (the host's
+    own work, less ``floor_saving``: a fix of the GPU side does not make a host-bound rank's host
+    faster); the median over steps.
+
+    Why the floor: on the H200 2-GPU DDP validation (docs/validation.md) a host-bound rank's GPU
+    spun 34 ms of a 44 ms step in all-reduce waiting for its peer while its host worked 32 ms;
+    counting its own work as 10 ms put a straggler fix at 4.5x where 1.37x was measured."""
     vals = []
     for st in job.steps:
-        vals.append(max(max(0.0, st.rank_busy_ns[r] - (saving(r, st) if saving else 0.0))
+        vals.append(max(max(0.0, st.rank_busy_ns[r] - (saving(r, st) if saving else 0.0),
+                            st.rank_floor_ns.get(r, 0) - (floor_saving(r, st) if floor_saving
+                                                          else 0.0))
                         for r in st.rank_busy_ns))
     return statistics.median(vals) if vals else 0.0
 
 
 def job_estimate(job: Job, saving: Saving, low: Saving, high: Saving, model: str,
-                 assumptions: Sequence[str]) -> Estimate:
-    """Before/after for the job: the observed job step scaled by the model's ratio."""
+                 assumptions: Sequence[str],
+                 floor: tuple[Saving, Saving, Saving] | None = None) -> Estimate:
+    """Before/after for the job: the observed job step scaled by the model's ratio. ``floor``:
+    what the fix takes off the ranks' host floors (mid, low, high), when it makes a host faster."""
     base_model = job_step_ns(job)
     observed = job.step_ns
+    floors = floor or (None, None, None)
 
-    def after(s: Saving) -> float:
-        return observed * job_step_ns(job, s) / base_model if base_model else observed
+    def after(s: Saving, f: Saving | None) -> float:
+        return observed * job_step_ns(job, s, f) / base_model if base_model else observed
 
-    mid, lo, hi = after(saving), after(low), after(high)
+    mid, lo, hi = after(saving, floors[0]), after(low, floors[1]), after(high, floors[2])
     speedup = observed / mid if mid > 0 else 1.0
     s_lo = observed / lo if lo > 0 else 1.0
     s_hi = observed / hi if hi > 0 else 1.0

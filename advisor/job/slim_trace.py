@@ -36,7 +36,7 @@ from advisor.graph.api_names import is_launch, may_block
 from advisor.graph.steps import compile_step_pattern, matches_step, phase_of
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import CappedReader, check_regular
-from advisor.job.collectives import host_collective
+from advisor.job.collectives import REDUCER_RANGES, host_collective
 
 try:  # a dependency of advisor; without it the job path parses whole traces (slower, same result)
     import msgspec
@@ -112,7 +112,8 @@ def _kept_events(raws: list[Any], events: list[Any],
             if verdict is None:
                 step = matches_step(e.name, pattern)
                 verdict = judged[e.name] = (
-                    bool(step or phase_of(e.name) or host_collective(e.name)), step)
+                    bool(step or phase_of(e.name) or host_collective(e.name)
+                         or e.name.startswith(REDUCER_RANGES)), step)
             if verdict[0]:
                 kept.append(raw)
             has_steps = has_steps or verdict[1]

@@ -135,10 +135,17 @@ class ExposedCommunication(JobRule):
                 b = bursts[(r, st.index)]
                 cs = [c for burst in b[:-1] for c in burst]
                 return sum(c.duration_ns - c.waiting_ns if whole else _transfer(c) for c in cs)
+
+            def host_removed(r, st):
+                # the host's share of the removed bursts: their collectives and DDP's reducer work
+                return per[r][st.index].host_comm_ns * (k - 1) / k
+
             est = job_estimate(job, removed, removed, lambda r, st: removed(r, st, True),
-                               "job replay: the first k-1 all-reduce bursts per step removed",
+                               "job replay: the first k-1 all-reduce bursts per step removed, "
+                               "with their host work (collective calls, DDP's reducer)",
                                [f"{int(k)} micro-batches per step, each all-reducing its gradients",
-                                "the last micro-batch's all-reduce stays as it is"])
+                                "the last micro-batch's all-reduce stays as it is"],
+                               floor=(host_removed, host_removed, host_removed))
             yield self._finding(
                 job, est, f"all-reduce runs on every one of {int(k)} micro-batches per step: "
                 f"gradient accumulation without no_sync()",

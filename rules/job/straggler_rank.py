@@ -91,9 +91,17 @@ class StragglerRank(JobRule):
             target = statistics.median(st.rank_busy_ns[o] for o in others)
             return share * max(0.0, st.rank_busy_ns[r] - target)
 
+        def floor_closed(r, st, share=1.0):
+            if r != s.rank or not st.rank_floor_ns:
+                return 0.0
+            target = statistics.median(st.rank_floor_ns.get(o, 0) for o in others)
+            return share * max(0.0, st.rank_floor_ns.get(r, 0) - target)
+
         est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
-                           "job replay: the straggler's own work per step at the median other rank's",
-                           ["the other ranks' work does not change"])
+                           "job replay: the straggler's own work per step (GPU and host) at the "
+                           "median other rank's",
+                           ["the other ranks' work does not change"],
+                           floor=(floor_closed, lambda r, st: floor_closed(r, st, 0.5), floor_closed))
         own = [f["rule"] for f in job.rank_findings if s.rank in f["ranks"] and not f["all_ranks"]]
         parts = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in s.spent_on.items())
         message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
