@@ -282,8 +282,13 @@ def run_analysis(handoff_path: Path) -> int:
 def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, steps_path: Path,
                         talk: bool) -> int:
     from advisor.capture.runner import analyze_recorded
+    from advisor.engine.host import HostFacts
 
-    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts, _progress(talk))
+    # what the session recorded about the host and the script (cores, the loader, imported
+    # frameworks), as the in-process analysis passes it: without it a rule falls back to its
+    # stated assumption ("the host has 8 cores ...") although the job's own figure is known
+    facts = HostFacts.from_state(h["state"]) if h.get("state") else None
+    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts, _progress(talk), facts)
     status["analysed"] = time.time()
     base = _Baseline(analysis)
     job_pid = int(h["job_pid"])

@@ -314,6 +314,7 @@ class Session:
                             f"{self.plan.measure_after} steps (--then stop)"
                             if self.plan.stop_after else "; the job runs on unprofiled"))
             if self.state.recorded and self.index < 0 and not self._finishing:
+                self._record_host()  # the analysis beside the job starts now: give it the host
                 last = self.state.recorded[-1]
                 self._measured_at = last + 1 + max(1, self.plan.measure_after)
                 if self._on_window_closed is not None:

@@ -63,6 +63,9 @@ def test_reports_are_written_while_the_job_still_runs(tmp_path):
     assert still_running, "the report came only after the job ended"
     assert early["steps"]["count"] == 4
     assert early["steps"]["measured"]["count"] >= 10  # the steps timed after the window
+    # the analysis beside the job has what the session recorded about the script and the host
+    # (its imports, its cores), as the in-process analysis does: not the trace-only default
+    assert early["framework"]["source"] == "script", early["framework"]
     # the job's own exit code and stdout, as `python train_for.py` gives them
     assert proc.returncode == 3, err
     assert [ln for ln in out.splitlines() if ln.strip()] and all(
