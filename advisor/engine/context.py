@@ -61,6 +61,7 @@ class RuleContext:
     def _recorded_and_template(self) -> tuple[Replay, Simulation]:
         """One simulation built for both: replayed as recorded, then made the template."""
         sim = Simulation(self.graph, self.steps)
+        sim.seal()  # its columns built once: read by this replay, then edited into the template
         recorded = sim.run()
         sim.remove_profiler_overhead()
         return recorded, sim

@@ -227,6 +227,7 @@ class Simulation:
             raise ValueError("no steps to simulate")
         self.graph = graph
         self.steps = list(steps)
+        self._cols: _Columns | None = None  # set once sealed (`_seal`)
         pid = self.steps[0].pid
         self.pid = pid
         w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
@@ -252,7 +253,6 @@ class Simulation:
         # Facts derived from the trace alone, filled on first use and shared with every fork
         # (a fork is a shallow copy): `capture_graph` asks them of every node, once per what-if.
         self._derived: dict[str, object] = {}
-        self._cols: _Columns | None = None  # set once sealed (`_seal`)
 
     def _seal(self) -> _Columns:
         """From here on the changeable fields live in flat columns (what `run` reads) and the
@@ -262,6 +262,12 @@ class Simulation:
             self.nodes = _Entries(self.nodes, self._cols, _NodeView)  # type: ignore[assignment]
             self.ops = _Entries(self.ops, self._cols, _OpView)  # type: ignore[assignment]
         return self._cols
+
+    def seal(self) -> _Columns:
+        """`_seal` for the engine's modules that edit a simulation column by column
+        (`profiler_cost.remove`): the columns are built once, and a replay before the edits
+        reads the same ones (the recorded replay, then the template: `RuleContext`)."""
+        return self._seal()
 
     def fork(self) -> Simulation:
         """A what-if on this simulation: it shares the nodes, ops and columns, and copies a
@@ -439,8 +445,11 @@ class Simulation:
         (framework dispatch and Python per op), read off the replay's own gaps once."""
         from advisor.graph.api_names import is_launch
 
-        gaps = [n.gap for n in self.nodes if n.call is not None and is_launch(n.call.name)
-                and 0 < n.gap < LONG_HOST_WORK_NS]
+        nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
+        # sealed: the gaps are read off the column (a view per node costs three times as much)
+        gap_of = self._cols.gap if self._cols is not None else [n.gap for n in nodes]
+        gaps = [g for n, g in zip(nodes, gap_of) if n.call is not None and is_launch(n.call.name)
+                and 0 < g < LONG_HOST_WORK_NS]
         return int(statistics.median(gaps)) if gaps else OP_DISPATCH_NS
 
     def set_op_durations(self, durations: dict[int, int]) -> None:
