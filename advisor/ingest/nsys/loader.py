@@ -285,15 +285,15 @@ class _Loader:
         """Rows running in the window, or launched by its calls (one correlation range a process)."""
         if w.whole:
             return "", []
-        bounds: dict[int, list[int]] = {}
-        for c in calls:
-            if c.correlation is None:
-                continue
-            b = bounds.setdefault(c.pid, [c.correlation, c.correlation])
-            b[0] = min(b[0], c.correlation)
-            b[1] = max(b[1], c.correlation)
+        ids: dict[int, list[int]] = {}  # per process its calls' correlation ids, then min/max
+        for c in calls:  # min and max in C: a running min and max per call took 3x as long
+            if c.correlation is not None:
+                found = ids.get(c.pid)
+                if found is None:
+                    found = ids[c.pid] = []
+                found.append(c.correlation)
         clauses, params = ["(start < ? AND end > ?)"], [w.end_ns, w.start_ns]
-        for pid, (lo, hi) in sorted(bounds.items()):
+        for pid, (lo, hi) in sorted((p, (min(v), max(v))) for p, v in ids.items()):
             clauses.append("(globalPid = ? AND correlationId BETWEEN ? AND ?)")
             params += [self.global_pids[pid], lo, hi]
         return "WHERE " + " OR ".join(clauses), params
