@@ -149,7 +149,9 @@ class RuleContext:
         sim = self.simulation()
         for e in ordered:
             e.apply(sim)
-        cache[ordered] = replay = sim.run()
+        # Effects that changed nothing (a fix with no calls or ops to act on in these steps)
+        # leave the template as it was: its replay is the baseline's.
+        cache[ordered] = replay = sim.run() if sim.changed() else self.baseline
         return replay
 
     def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:

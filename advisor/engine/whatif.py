@@ -280,6 +280,11 @@ class Simulation:
         new.ops = _Entries(self.ops.base, cols, _OpView)
         return new
 
+    def changed(self) -> bool:
+        """Has this what-if changed anything since it was forked (or built)? Every edit goes
+        through a column it then owns (`_Columns.own`)."""
+        return self._cols is None or bool(self._cols.owned)
+
     # ----- construction --------------------------------------------------------------------
 
     def _link_chain(self) -> None:
@@ -295,29 +300,39 @@ class Simulation:
                 frontier = i
 
     def _link_ops(self, w0: int) -> None:
-        graph, nodes = self.graph, self.nodes
-        by_correlation = graph.ops_by_correlation  # `graph.launched`, once per node of the window
-        launched: list[tuple[int, int, GpuOp]] = []
+        """Each launched op joins the simulation, tied to its launching node, with its launch
+        latency and the gap its stream showed before it. Built once per analysis, over every
+        call and op of the window: attribute reads are hoisted and the launch latencies gathered
+        in the same pass as the launches."""
+        graph, nodes, pid = self.graph, self.nodes, self.pid
+        get_ops = graph.ops_by_correlation.get  # `graph.launched`, once per node of the window
+        launched: list[tuple[int, GpuOp]] = []
+        lat: list[int] = []  # launch to start, where not negative (the launch latency, below)
         for i, n in enumerate(nodes):
             call = n.call
             if call is not None:
-                ops = by_correlation.get((call.pid, call.correlation))
-                if not ops:
-                    continue
-                if len(ops) > 1:
-                    ops = sorted(ops, key=lambda o: o.start_ns)
-                for op in ops:
-                    launched.append((i, op.start_ns, op))
+                ops = get_ops((call.pid, call.correlation))
+                if ops:
+                    if len(ops) > 1:
+                        ops = sorted(ops, key=lambda o: o.start_ns)
+                    for op in ops:
+                        launched.append((i, op))
+                        d = op.start_ns - n.obs_start
+                        if d >= 0:
+                            lat.append(d)
         # Streams already busy with work launched before the window (the GPU runs behind): ops
         # whose launch precedes the window or the trace, or that have no traced launch and run
         # on a stream ahead of the window's first op there, hold the stream until they end.
-        in_window = {op.id for _, _, op in launched}
+        in_window = {op.id for _, op in launched}
         first_in_window: dict[tuple[int, int], int] = {}
-        for _, _, op in launched:
+        for _, op in launched:
             key = (op.device, op.stream)
-            first_in_window[key] = min(first_in_window.get(key, op.start_ns), op.start_ns)
+            t = first_in_window.get(key)
+            if t is None or op.start_ns < t:
+                first_in_window[key] = op.start_ns
+        stream_free_at = self._stream_free_at
         for op in graph.gpu_ops:
-            if op.pid != self.pid or op.id in in_window:
+            if op.pid != pid or op.id in in_window:
                 continue
             key = (op.device, op.stream)
             call = graph.launcher(op)
@@ -326,30 +341,31 @@ class Simulation:
             else:
                 backlog = graph.launched_before_trace(op) or op.start_ns < first_in_window.get(key, w0)
             if backlog:
-                self._stream_free_at[key] = max(self._stream_free_at.get(key, 0), op.end_ns)
+                stream_free_at[key] = max(stream_free_at.get(key, 0), op.end_ns)
         # Launch latency: the fastest launches are those that found their stream idle; when the
         # GPU never caught up with the host the trace cannot show it, and the default applies.
-        lat = [d for d in (op_start - nodes[i].obs_start for i, op_start, _ in launched) if d >= 0]
         lat.sort()
         p5 = lat[len(lat) // 20] if lat else None
         self.launch_latency = latency = p5 if p5 is not None and p5 <= MAX_PLAUSIBLE_LAUNCH_NS \
             else DEFAULT_LAUNCH_LATENCY_NS
-        last_end = dict(self._stream_free_at)
+        last_end = dict(stream_free_at)
         sim_ops, op_index = self.ops, self.op_index
-        for i, op_start, op in launched:
+        for i, op in launched:
             key = (op.device, op.stream)
-            node = nodes[i]
-            call_start = node.obs_start
+            op_start, op_end = op.start_ns, op.end_ns
+            call_start = nodes[i].obs_start
             pred_end = last_end.get(key)
             if pred_end is None or call_start + latency > pred_end:
-                launch_lat, gap = max(0, op_start - call_start), 0
+                launch_lat, gap = (op_start - call_start if op_start > call_start else 0), 0
             else:
-                launch_lat = min(latency, max(0, op_start - call_start))
-                gap = max(0, op_start - pred_end)
-            op_index[op.id] = len(sim_ops)
-            node.ops.append(len(sim_ops))
-            sim_ops.append(_Op(op, key, op.end_ns - op_start, launch_lat, gap))
-            last_end[key] = max(pred_end or 0, op.end_ns)
+                d = op_start - call_start
+                launch_lat = latency if d > latency else (d if d > 0 else 0)
+                gap = op_start - pred_end if op_start > pred_end else 0
+            j = len(sim_ops)
+            op_index[op.id] = j
+            nodes[i].ops.append(j)
+            sim_ops.append(_Op(op, key, op_end - op_start, launch_lat, gap))
+            last_end[key] = max(pred_end or 0, op_end)
 
     def _link_waits(self, calls: Iterable[ApiCall]) -> None:
         for w in host_waits(self.graph, calls):
