@@ -438,7 +438,8 @@ class Simulation:
             if keep_fraction == 0.0:
                 op_removed[idx] = True
                 k = launch_node[idx]
-                if k >= 0 and all(op_removed[j] for j in node_ops[k]):
+                # (a node launches one op as a rule: then it is this one, and it is removed)
+                if k >= 0 and (len(node_ops[k]) == 1 or all(op_removed[j] for j in node_ops[k])):
                     # the launch goes, and with it the framework's dispatch of the op
                     dur[k] = 0
                     gap[k] = max(0, gap[k] - min(gap[k], self.dispatch_ns))
@@ -478,12 +479,15 @@ class Simulation:
 
     def unwait(self, call_ids: Iterable[int]) -> None:
         """The calls no longer block the host (the sync is removed or made asynchronous)."""
-        for cid in call_ids:
-            i = self.node_of_call.get(cid)
-            if i is not None:
-                n = self.nodes.edit(i)
-                n.wait_op = None
-                n.dur = min(n.dur, SYNC_RETURN_NS)
+        nodes = [i for i in map(self.node_of_call.get, call_ids) if i is not None]
+        if not nodes:
+            return  # nothing changes (`changed`)
+        c = self._seal()  # written column by column: a sync-heavy window has thousands
+        wait_op, dur = c.own("wait_op"), c.own("dur")
+        for i in nodes:
+            wait_op[i] = -1  # None
+            if dur[i] > SYNC_RETURN_NS:
+                dur[i] = SYNC_RETURN_NS
 
     def set_call_durations(self, durations: dict[int, int]) -> None:
         for cid, ns in durations.items():
@@ -632,9 +636,7 @@ class Simulation:
                     op_lat[j] = self.launch_latency
             # Kernels of a graph become ready when the graph launch is issued.
             if head is not None:
-                for i in range(head, len(starts)):
-                    if starts[i] >= b:
-                        break
+                for i in range(head, bisect_left(starts, b)):
                     if graphed[i]:
                         overlap_from[i] = -1
 
