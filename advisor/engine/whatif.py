@@ -234,12 +234,11 @@ class Simulation:
         starts = graph._call_starts[0]  # calls are sorted by start: bisect to the window
         calls = [a for a in graph.api_calls[bisect_left(starts, w0):bisect_left(starts, w1)]
                  if a.pid == pid]
-        nodes = [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, call=a) for a in calls]
-        nodes += [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
-        nodes += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
-        # markers sort before calls starting at the same instant
-        nodes.sort(key=lambda n: (n.obs_start, n.call is not None, n.step is not None))
-        self.nodes = _Built(nodes)
+        markers = [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
+        markers += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
+        markers.sort(key=lambda n: (n.obs_start, n.step is not None))  # an end before a start
+        self.nodes = _Built(_merged(markers, calls))
+        nodes = self.nodes
         self.node_of_call = {n.call.id: i for i, n in enumerate(nodes) if n.call is not None}
         self.ops: list[_Op] = _Built()
         self.op_index: dict[int, int] = {}
@@ -738,6 +737,22 @@ class Simulation:
         for k in range(n_steps):
             periods.append(max(ends_at[k] - starts_at[k], side_time[k]))
         return Replay(tuple(periods))
+
+
+def _merged(markers: list[_Node], calls: list[ApiCall]) -> list[_Node]:
+    """The host chain in observed start order: a node per call, and the step markers (sorted),
+    each placed before the calls that start at its instant or later. The calls are in start
+    order already, so the few markers are put in by bisect rather than the window sorted."""
+    starts = [a.start_ns for a in calls]
+    nodes: list[_Node] = []
+    done = 0
+    for m in markers:
+        k = bisect_left(starts, m.obs_start)
+        nodes += [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, a) for a in calls[done:k]]
+        nodes.append(m)
+        done = k
+    nodes += [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, a) for a in calls[done:]]
+    return nodes
 
 
 def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
