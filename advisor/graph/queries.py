@@ -171,16 +171,21 @@ def graphable_regions(steps: Sequence[Step]) -> list[tuple[int, int]]:
 
 
 def uses_cuda_graphs(graph: OpGraph, steps: Sequence[Step]) -> bool:
-    """True when the steps already replay CUDA graphs."""
+    """True when the steps already replay CUDA graphs (kept on the graph like `_steps_calls`:
+    several rules ask it of the same steps)."""
     from advisor.graph import api_names
     from advisor.graph.model import GpuOpKind
 
     if not steps:
         return False
-    names = {c.name for c in _steps_calls(graph, steps)}  # a window repeats a few names
-    if not names.isdisjoint(api_names.GRAPH_LAUNCH_CALLS):
-        return True
-    return any(o.kind is GpuOpKind.GRAPH or o.graph_id is not None for o in steps_ops(graph, steps))
+    cache = graph.__dict__.setdefault("_uses_cuda_graphs", {})
+    key = (steps[0].pid, tuple(step_intervals(steps)))
+    found = cache.get(key)
+    if found is None:
+        names = {c.name for c in _steps_calls(graph, steps)}  # a window repeats a few names
+        found = cache[key] = (not names.isdisjoint(api_names.GRAPH_LAUNCH_CALLS)) or any(
+            o.kind is GpuOpKind.GRAPH or o.graph_id is not None for o in steps_ops(graph, steps))
+    return found
 
 
 def stream_sequences(ops: Iterable[GpuOp]) -> list[list[GpuOp]]:
