@@ -554,7 +554,7 @@ class Simulation:
             nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
             copies = {j for j, o in enumerate(ops)
                       if o.op.kind is GpuOpKind.MEMCPY and o.op.copy_kind == "HtoD"}
-            found = [bool(copies) and any(j in copies for j in n.ops) for n in nodes]
+            found = [not copies.isdisjoint(n.ops) for n in nodes] if copies else [False] * len(nodes)
             self._derived["input_copies"] = found
         return found  # type: ignore[return-value]
 
@@ -593,51 +593,123 @@ class Simulation:
             self._derived["host_compute_in_gaps"] = found
         return found  # type: ignore[return-value]
 
+    def _capture_plan(self, intervals: Iterable[tuple[int, int]]) -> list[_CapturePlan]:
+        """Which nodes and ops a capture of ``intervals`` takes, per interval (sorted), read off
+        the trace once per template and interval set (`capture_graph` is asked the same steps
+        with other constants, for its low and high bounds). A capture takes the calls but the
+        input copies (`_input_copies`): the few nodes it leaves are found by bisect, and the
+        nodes between them are taken as runs."""
+        key = ("capture_plan", tuple(sorted(intervals)))
+        found = self._derived.get(key)
+        if found is not None:
+            return found  # type: ignore[return-value]
+        c = self._seal()
+        starts, node_ops = c.obs_start, c.node_ops
+        left, op_starts = self._not_captured(), self._op_starts()
+        found = []
+        for a, b in key[1]:
+            lo, hi = bisect_left(starts, a), bisect_left(starts, b)
+            skip = left[bisect_left(left, lo):bisect_left(left, hi)]
+            runs: list[range] = []
+            first = lo
+            for k in skip:
+                if k > first:
+                    runs.append(range(first, k))
+                first = k + 1
+            if hi > first:
+                runs.append(range(first, hi))
+            ops: list[range | list[int]] = [
+                range(op_starts[r.start], op_starts[r.stop]) if op_starts is not None
+                else [j for i in r for j in node_ops[i]] for r in runs]
+            others = [k for k in skip if k > runs[0].start] if runs else []
+            found.append(_CapturePlan(runs, ops, others))
+        self._derived[key] = found
+        return found
+
+    def _not_captured(self) -> list[int]:
+        """The nodes no capture takes (step markers, input copies), in order."""
+        found = self._derived.get("not_captured")
+        if found is None:
+            is_call, input_copy = self._seal().is_call, self._input_copies()
+            found = self._derived["not_captured"] = [
+                i for i, (call, copy_in) in enumerate(zip(is_call, input_copy))
+                if not call or copy_in]
+        return found  # type: ignore[return-value]
+
+    def _op_starts(self) -> list[int] | None:
+        """Per node, how many ops the nodes before it launched (one more entry: all of them),
+        when each node's ops are numbered on from there, as `_link_ops` numbers them: then a
+        run of nodes launched one range of ops. None otherwise."""
+        found = self._derived.get("op_starts", False)
+        if found is False:
+            found, n = [], 0
+            for ops in self._seal().node_ops:
+                found.append(n)
+                if ops:
+                    if ops[0] != n or (len(ops) > 1 and ops != list(range(n, n + len(ops)))):
+                        found = None
+                        break
+                    n += len(ops)
+            else:
+                found.append(n)
+            self._derived["op_starts"] = found
+        return found  # type: ignore[return-value]
+
     def capture_graph(self, intervals: Iterable[tuple[int, int]],
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
         graph launch, kernels follow each other at the graph's node gap, host waits inside go.
-        Host-to-device copies of the input and CPU computation stay as they were."""
-        c = self._seal()  # written column by column: a capture changes most of the window
-        starts, is_call, node_ops = c.obs_start, c.is_call, c.node_ops  # in observed start order
+        Host-to-device copies of the input and CPU computation stay as they were.
+
+        Each interval's nodes (calls but the input copies, `_capture_plan`) are written as
+        slices of the columns: every node's new values depend on that node alone, and a
+        capture changes most of the window (issue #17: per-node writes were a replay's
+        worth of time per capture)."""
+        c = self._seal()
         dur, gap, wait_op, graphed, graph_head, overlap_from, overlap_offset = (
             c.own(f) for f in ("dur", "gap", "wait_op", "graphed", "graph_head", "overlap_from",
                                "overlap_offset"))
         op_graphed, op_gap, op_lat = (c.own(f) for f in ("op_graphed", "op_gap", "op_lat"))
-        input_copy = self._input_copies()
         compute_in_gap = self._host_compute_in_gaps()
-        for a, b in sorted(intervals):
-            head = None
-            for i in range(bisect_left(starts, a), bisect_left(starts, b)):
-                if not is_call[i] or input_copy[i]:
-                    continue
-                graphed[i] = True
-                wait_op[i] = -1
-                if head is None:
-                    head = i
-                    graph_head[i] = True
-                    dur[i] = launch_ns
+        for plan in self._capture_plan(intervals):
+            if not plan.runs:
+                continue
+            head = plan.runs[0].start
+            graph_head[head] = True
+            dur[head] = launch_ns
+            for run in plan.runs:
+                a, b = run.start, run.stop
+                graphed[a:b] = [True] * (b - a)
+                wait_op[a:b] = [-1] * (b - a)
+                # Kernels of a graph become ready when the graph launch is issued.
+                overlap_from[a:b] = [-1] * (b - a)
+                if a == head:
+                    a += 1  # the rest of the graph's calls:
+                dur[a:b] = [0] * (b - a)
+                overlap_offset[a:b] = [0] * (b - a)
+                # A graph replay removes the framework's per-op dispatch and the Python between
+                # ops, not host computation: a long stretch of host work stays whole, and so
+                # does the time of CPU operators inside a short one (an ``aten::randn`` on a CPU
+                # tensor, a ``.numpy()`` round trip).
+                gap[a:b] = [(cg if cg < g else g) if 0 < g < LONG_HOST_WORK_NS else g
+                            for g, cg in zip(gap[a:b], compute_in_gap[a:b])]
+            for i in plan.others:  # graphed earlier (an overlapping interval, another capture)
+                if graphed[i]:
+                    overlap_from[i] = -1
+            # A launch-bound kernel now follows its predecessor at the graph's node gap; a gap
+            # the GPU itself showed (a wait on another stream) stays.
+            for ops in plan.ops:
+                if isinstance(ops, range):
+                    a, b = ops.start, ops.stop
+                    op_graphed[a:b] = [True] * (b - a)
+                    op_gap[a:b] = [g if g != 0 else node_gap_ns for g in op_gap[a:b]]
+                    op_lat[a:b] = [self.launch_latency] * (b - a)
                 else:
-                    dur[i] = 0
-                    # A graph replay removes the framework's per-op dispatch and the Python
-                    # between ops, not host computation: a long stretch of host work stays
-                    # whole, and so does the time of CPU operators inside a short one (an
-                    # ``aten::randn`` on a CPU tensor, a ``.numpy()`` round trip).
-                    if 0 < gap[i] < LONG_HOST_WORK_NS:
-                        gap[i] = min(gap[i], compute_in_gap[i])
-                    overlap_offset[i] = 0
-                for j in node_ops[i]:
-                    op_graphed[j] = True
-                    # a launch-bound kernel now follows its predecessor at the graph's node gap;
-                    # a gap the GPU itself showed (a wait on another stream) stays
-                    if op_gap[j] == 0:
-                        op_gap[j] = node_gap_ns
-                    op_lat[j] = self.launch_latency
-            # Kernels of a graph become ready when the graph launch is issued.
-            if head is not None:
-                for i in range(head, bisect_left(starts, b)):
-                    if graphed[i]:
-                        overlap_from[i] = -1
+                    for j in ops:
+                        op_graphed[j] = True
+                        if op_gap[j] == 0:
+                            op_gap[j] = node_gap_ns
+                        op_lat[j] = self.launch_latency
 
     # ----- replay ------------------------------------------------------------------------------
 
@@ -766,6 +838,17 @@ def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np
     na = np.searchsorted(a, t, side="right")
     nb = np.searchsorted(b, t, side="right")
     return (na * t - pa[na]) - (nb * t - pb[nb])
+
+
+@dataclass(frozen=True, slots=True)
+class _CapturePlan:
+    """One interval of a capture (`Simulation._capture_plan`): the nodes it takes as runs of
+    indices, each run's ops (a range when numbered in node order), and the nodes it does not
+    take from its first taken one to its end."""
+
+    runs: list[range]
+    ops: list[range | list[int]]
+    others: list[int]
 
 
 @dataclass(slots=True)
