@@ -258,7 +258,6 @@ class _Loader:
         where, params = self._time_where(w)
         calls: list[ApiCall] = []
         append = calls.append
-        seen: set[tuple[int, int]] = set()
         backtraces: dict[tuple[int, int], ApiCall] = {}
         kinds: dict[tuple[object, object], tuple[str, ApiLayer]] = {}
         threads: dict[int, tuple[int, int]] = {}
@@ -276,9 +275,10 @@ class _Loader:
             if ev_class is not None and ev_class == backtrace:
                 backtraces.setdefault((pid, corr), call)
                 continue
-            seen.add((pid, corr))
             append(call)
-        calls.extend(c for key, c in backtraces.items() if key not in seen)
+        if backtraces:  # a call kept only as its backtrace copy (the calls' keys: made only here)
+            seen = {(c.pid, c.correlation) for c in calls}
+            calls.extend(c for key, c in backtraces.items() if key not in seen)
         return calls
 
     def _device_where(self, w: Window, calls: list[ApiCall]) -> tuple[str, list[int]]:
