@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from advisor.graph.model import RangeSource
+
 if TYPE_CHECKING:
     from advisor.engine.whatif import Simulation
     from advisor.graph.model import OpGraph, Step
@@ -159,15 +161,15 @@ def remove(sim: Simulation, cal: Calibration) -> None:
 
 
 def _operator_starts(graph: OpGraph, pid: int) -> list[int]:
-    return sorted(r.start_ns for r in graph.ranges
-                  if r.pid == pid and r.source.value == "operator")
+    return sorted(r.start_ns for r in graph.ranges  # (members compared: ``.value`` is a call)
+                  if r.pid == pid and r.source is RangeSource.OPERATOR)
 
 
 def _python_starts(graph: OpGraph, pid: int) -> list[int]:
     """Python calls recorded by ``with_stack`` (their record lands between CUDA calls, as an
     operator's does)."""
     return sorted(r.start_ns for r in graph.ranges
-                  if r.pid == pid and r.source.value == "python")
+                  if r.pid == pid and r.source is RangeSource.PYTHON)
 
 
 def per_step_counts(graph: OpGraph, steps: Sequence[Step]) -> dict[str, float]:

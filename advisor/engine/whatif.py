@@ -475,12 +475,15 @@ class Simulation:
         return int(statistics.median(gaps)) if gaps else OP_DISPATCH_NS
 
     def set_op_durations(self, durations: dict[int, int]) -> None:
-        for op_id, ns in durations.items():
-            idx = self.op_index.get(op_id)
-            if idx is not None:
-                # two fixes of the same kernel (fused attention, FP8) do not compound: the
-                # faster one wins
-                self.ops.edit(idx).dur = max(0, min(self.ops[idx].dur, int(ns)))
+        found = [(idx, ns) for op_id, ns in durations.items()
+                 if (idx := self.op_index.get(op_id)) is not None]
+        if not found:
+            return  # nothing changes (`changed`)
+        op_dur = self._seal().own("op_dur")  # written to the column: a view per op costs more
+        for idx, ns in found:
+            # two fixes of the same kernel (fused attention, FP8) do not compound: the faster
+            # one wins
+            op_dur[idx] = max(0, min(op_dur[idx], int(ns)))
 
     def unwait(self, call_ids: Iterable[int]) -> None:
         """The calls no longer block the host (the sync is removed or made asynchronous)."""
@@ -590,12 +593,17 @@ class Simulation:
             cover_starts, cover_ends, cover_before = self._host_compute_cover()
             if not cover_starts:
                 found = [0] * len(c.obs_start)
-            else:
-                def covered(t: int) -> int:  # host compute time before t
+            else:  # covered(x): host compute time before x, inlined (two per node)
+                found = []
+                for t, f in zip(c.obs_start, c.gap_from):
+                    if t == f:  # no host work in the gap
+                        found.append(0)
+                        continue
                     k = bisect_right(cover_starts, t) - 1
-                    return 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
-
-                found = [max(0, covered(t) - covered(f)) for t, f in zip(c.obs_start, c.gap_from)]
+                    at_t = 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
+                    k = bisect_right(cover_starts, f) - 1
+                    at_f = 0 if k < 0 else cover_before[k] + min(f, cover_ends[k]) - cover_starts[k]
+                    found.append(max(0, at_t - at_f))
             self._derived["host_compute_in_gaps"] = found
         return found  # type: ignore[return-value]
 
