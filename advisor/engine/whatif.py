@@ -78,7 +78,7 @@ class _Node:
     step: int | None = None  # index of the step this marker starts
     step_end: int | None = None  # index of the step this marker ends
     gap_from: int = 0  # observed start of the host work in ``gap`` (edits keep it)
-    ops: list[int] = field(default_factory=list)
+    ops: list[int] | tuple[()] = ()  # its ops (`_link_ops`); most nodes launch none: no list
     wait_op: int | None = None
     wake: int = 0
     gap: int = 0  # host work since the chain's frontier ended
@@ -362,7 +362,11 @@ class Simulation:
                 gap = op_start - pred_end if op_start > pred_end else 0
             j = len(sim_ops)
             op_index[op.id] = j
-            nodes[i].ops.append(j)
+            node = nodes[i]
+            if node.ops:
+                node.ops.append(j)
+            else:
+                node.ops = [j]
             sim_ops.append(_Op(op, key, op_end - op_start, launch_lat, gap))
             last_end[key] = max(pred_end or 0, op_end)
 
@@ -877,7 +881,7 @@ class _Columns:
     frontier: list[int]  # the node whose end the host chain continues from (-1: none)
     step: list[int]
     step_end: list[int]
-    node_ops: list[list[int]]
+    node_ops: list[list[int] | tuple[()]]
     op_stream: list[int]
     dur: list[int]
     gap: list[int]
