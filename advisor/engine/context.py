@@ -65,6 +65,7 @@ class RuleContext:
     def _recorded_and_template(self) -> tuple[Replay, Simulation]:
         """One simulation built for both: replayed as recorded, then made the template."""
         sim = Simulation(self.graph, self.steps)
+        sim.seal()  # its columns built once: read by this replay, then edited into the template
         recorded = sim.run()
         sim.remove_profiler_overhead(self.calibration)
         return recorded, sim
@@ -152,7 +153,9 @@ class RuleContext:
         sim = self.simulation()
         for e in ordered:
             e.apply(sim)
-        cache[ordered] = replay = sim.run()
+        # Effects that changed nothing (a fix with no calls or ops to act on in these steps)
+        # leave the template as it was: its replay is the baseline's.
+        cache[ordered] = replay = sim.run() if sim.changed() else self.baseline
         return replay
 
     def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:

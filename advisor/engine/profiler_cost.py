@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from advisor.graph.model import RangeSource
+
 if TYPE_CHECKING:
     from advisor.engine.whatif import Simulation
     from advisor.graph.model import OpGraph, Step
@@ -127,39 +129,47 @@ def remove(sim: Simulation, cal: Calibration) -> None:
     before it: it comes out of the call down to `CALL_FLOOR_NS`, the rest out of the gap. An
     operator's record lands in the host time between calls: it comes out of the gap it falls in.
     """
-    for n in sim.nodes:
-        if n.call is None:
+    # Written column by column (every node of the window changes; -1 stands for None in the
+    # ``wait_op`` and ``overlap_from`` columns): the columns the recorded replay read become
+    # the template's, built once (`Simulation.seal`).
+    c = sim.seal()
+    dur, gap = c.own("dur"), c.own("gap")
+    wait_op, overlap_from = c.wait_op, c.overlap_from
+    for i, node in enumerate(sim.nodes.base):
+        call = node.call
+        if call is None:
             continue
-        if n.call.name in PROFILER_CALLS:
-            n.dur = 0
+        if call.name in PROFILER_CALLS:
+            dur[i] = 0
             continue
-        floor = min(n.dur, CALL_FLOOR_NS)
-        from_call = 0 if n.wait_op is not None else min(cal.call_ns, n.dur - floor)
-        n.dur -= from_call
-        if n.overlap_from is None:
-            n.gap = max(0, n.gap - (cal.call_ns - from_call))
+        d = dur[i]
+        floor = min(d, CALL_FLOOR_NS)
+        from_call = 0 if wait_op[i] >= 0 else min(cal.call_ns, d - floor)
+        dur[i] = d - from_call
+        if overlap_from[i] < 0:
+            gap[i] = max(0, gap[i] - (cal.call_ns - from_call))
     for per_event, starts in ((cal.op_ns, _operator_starts), (cal.py_ns, _python_starts)):
         if not per_event:
             continue
         event_starts = starts(sim.graph, sim.pid)
         if not event_starts:
             continue
-        for n in sim.nodes:
-            if n.overlap_from is None and n.gap > 0:
-                k = bisect_left(event_starts, n.obs_start) - bisect_left(event_starts, n.gap_from)
-                n.gap = max(0, n.gap - k * per_event)
+        for i, (g, ovf, obs, since) in enumerate(zip(gap, overlap_from, c.obs_start, c.gap_from)):
+            if ovf < 0 and g > 0:
+                k = bisect_left(event_starts, obs) - bisect_left(event_starts, since)
+                gap[i] = max(0, g - k * per_event)
 
 
 def _operator_starts(graph: OpGraph, pid: int) -> list[int]:
-    return sorted(r.start_ns for r in graph.ranges
-                  if r.pid == pid and r.source.value == "operator")
+    return sorted(r.start_ns for r in graph.ranges  # (members compared: ``.value`` is a call)
+                  if r.pid == pid and r.source is RangeSource.OPERATOR)
 
 
 def _python_starts(graph: OpGraph, pid: int) -> list[int]:
     """Python calls recorded by ``with_stack`` (their record lands between CUDA calls, as an
     operator's does)."""
     return sorted(r.start_ns for r in graph.ranges
-                  if r.pid == pid and r.source.value == "python")
+                  if r.pid == pid and r.source is RangeSource.PYTHON)
 
 
 def per_step_counts(graph: OpGraph, steps: Sequence[Step]) -> dict[str, float]:

@@ -78,7 +78,7 @@ class _Node:
     step: int | None = None  # index of the step this marker starts
     step_end: int | None = None  # index of the step this marker ends
     gap_from: int = 0  # observed start of the host work in ``gap`` (edits keep it)
-    ops: list[int] = field(default_factory=list)
+    ops: list[int] | tuple[()] = ()  # its ops (`_link_ops`); most nodes launch none: no list
     wait_op: int | None = None
     wake: int = 0
     gap: int = 0  # host work since the chain's frontier ended
@@ -227,18 +227,18 @@ class Simulation:
             raise ValueError("no steps to simulate")
         self.graph = graph
         self.steps = list(steps)
+        self._cols: _Columns | None = None  # set once sealed (`_seal`)
         pid = self.steps[0].pid
         self.pid = pid
         w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
         starts = graph._call_starts[0]  # calls are sorted by start: bisect to the window
         calls = [a for a in graph.api_calls[bisect_left(starts, w0):bisect_left(starts, w1)]
                  if a.pid == pid]
-        nodes = [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, call=a) for a in calls]
-        nodes += [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
-        nodes += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
-        # markers sort before calls starting at the same instant
-        nodes.sort(key=lambda n: (n.obs_start, n.call is not None, n.step is not None))
-        self.nodes = _Built(nodes)
+        markers = [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
+        markers += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
+        markers.sort(key=lambda n: (n.obs_start, n.step is not None))  # an end before a start
+        self.nodes = _Built(_merged(markers, calls))
+        nodes = self.nodes
         self.node_of_call = {n.call.id: i for i, n in enumerate(nodes) if n.call is not None}
         self.ops: list[_Op] = _Built()
         self.op_index: dict[int, int] = {}
@@ -252,7 +252,6 @@ class Simulation:
         # Facts derived from the trace alone, filled on first use and shared with every fork
         # (a fork is a shallow copy): `capture_graph` asks them of every node, once per what-if.
         self._derived: dict[str, object] = {}
-        self._cols: _Columns | None = None  # set once sealed (`_seal`)
 
     def _seal(self) -> _Columns:
         """From here on the changeable fields live in flat columns (what `run` reads) and the
@@ -262,6 +261,12 @@ class Simulation:
             self.nodes = _Entries(self.nodes, self._cols, _NodeView)  # type: ignore[assignment]
             self.ops = _Entries(self.ops, self._cols, _OpView)  # type: ignore[assignment]
         return self._cols
+
+    def seal(self) -> _Columns:
+        """`_seal` for the engine's modules that edit a simulation column by column
+        (`profiler_cost.remove`): the columns are built once, and a replay before the edits
+        reads the same ones (the recorded replay, then the template: `RuleContext`)."""
+        return self._seal()
 
     def fork(self) -> Simulation:
         """A what-if on this simulation: it shares the nodes, ops and columns, and copies a
@@ -273,6 +278,11 @@ class Simulation:
         new.nodes = _Entries(self.nodes.base, cols, _NodeView)
         new.ops = _Entries(self.ops.base, cols, _OpView)
         return new
+
+    def changed(self) -> bool:
+        """Has this what-if changed anything since it was forked (or built)? Every edit goes
+        through a column it then owns (`_Columns.own`)."""
+        return self._cols is None or bool(self._cols.owned)
 
     # ----- construction --------------------------------------------------------------------
 
@@ -289,29 +299,39 @@ class Simulation:
                 frontier = i
 
     def _link_ops(self, w0: int) -> None:
-        graph, nodes = self.graph, self.nodes
-        by_correlation = graph.ops_by_correlation  # `graph.launched`, once per node of the window
-        launched: list[tuple[int, int, GpuOp]] = []
+        """Each launched op joins the simulation, tied to its launching node, with its launch
+        latency and the gap its stream showed before it. Built once per analysis, over every
+        call and op of the window: attribute reads are hoisted and the launch latencies gathered
+        in the same pass as the launches."""
+        graph, nodes, pid = self.graph, self.nodes, self.pid
+        get_ops = graph.ops_by_correlation.get  # `graph.launched`, once per node of the window
+        launched: list[tuple[int, GpuOp]] = []
+        lat: list[int] = []  # launch to start, where not negative (the launch latency, below)
         for i, n in enumerate(nodes):
             call = n.call
             if call is not None:
-                ops = by_correlation.get((call.pid, call.correlation))
-                if not ops:
-                    continue
-                if len(ops) > 1:
-                    ops = sorted(ops, key=lambda o: o.start_ns)
-                for op in ops:
-                    launched.append((i, op.start_ns, op))
+                ops = get_ops((call.pid, call.correlation))
+                if ops:
+                    if len(ops) > 1:
+                        ops = sorted(ops, key=lambda o: o.start_ns)
+                    for op in ops:
+                        launched.append((i, op))
+                        d = op.start_ns - n.obs_start
+                        if d >= 0:
+                            lat.append(d)
         # Streams already busy with work launched before the window (the GPU runs behind): ops
         # whose launch precedes the window or the trace, or that have no traced launch and run
         # on a stream ahead of the window's first op there, hold the stream until they end.
-        in_window = {op.id for _, _, op in launched}
+        in_window = {op.id for _, op in launched}
         first_in_window: dict[tuple[int, int], int] = {}
-        for _, _, op in launched:
+        for _, op in launched:
             key = (op.device, op.stream)
-            first_in_window[key] = min(first_in_window.get(key, op.start_ns), op.start_ns)
+            t = first_in_window.get(key)
+            if t is None or op.start_ns < t:
+                first_in_window[key] = op.start_ns
+        stream_free_at = self._stream_free_at
         for op in graph.gpu_ops:
-            if op.pid != self.pid or op.id in in_window:
+            if op.pid != pid or op.id in in_window:
                 continue
             key = (op.device, op.stream)
             call = graph.launcher(op)
@@ -320,30 +340,35 @@ class Simulation:
             else:
                 backlog = graph.launched_before_trace(op) or op.start_ns < first_in_window.get(key, w0)
             if backlog:
-                self._stream_free_at[key] = max(self._stream_free_at.get(key, 0), op.end_ns)
+                stream_free_at[key] = max(stream_free_at.get(key, 0), op.end_ns)
         # Launch latency: the fastest launches are those that found their stream idle; when the
         # GPU never caught up with the host the trace cannot show it, and the default applies.
-        lat = [d for d in (op_start - nodes[i].obs_start for i, op_start, _ in launched) if d >= 0]
         lat.sort()
         p5 = lat[len(lat) // 20] if lat else None
         self.launch_latency = latency = p5 if p5 is not None and p5 <= MAX_PLAUSIBLE_LAUNCH_NS \
             else DEFAULT_LAUNCH_LATENCY_NS
-        last_end = dict(self._stream_free_at)
+        last_end = dict(stream_free_at)
         sim_ops, op_index = self.ops, self.op_index
-        for i, op_start, op in launched:
+        for i, op in launched:
             key = (op.device, op.stream)
-            node = nodes[i]
-            call_start = node.obs_start
+            op_start, op_end = op.start_ns, op.end_ns
+            call_start = nodes[i].obs_start
             pred_end = last_end.get(key)
             if pred_end is None or call_start + latency > pred_end:
-                launch_lat, gap = max(0, op_start - call_start), 0
+                launch_lat, gap = (op_start - call_start if op_start > call_start else 0), 0
             else:
-                launch_lat = min(latency, max(0, op_start - call_start))
-                gap = max(0, op_start - pred_end)
-            op_index[op.id] = len(sim_ops)
-            node.ops.append(len(sim_ops))
-            sim_ops.append(_Op(op, key, op.end_ns - op_start, launch_lat, gap))
-            last_end[key] = max(pred_end or 0, op.end_ns)
+                d = op_start - call_start
+                launch_lat = latency if d > latency else (d if d > 0 else 0)
+                gap = op_start - pred_end if op_start > pred_end else 0
+            j = len(sim_ops)
+            op_index[op.id] = j
+            node = nodes[i]
+            if node.ops:
+                node.ops.append(j)
+            else:
+                node.ops = [j]
+            sim_ops.append(_Op(op, key, op_end - op_start, launch_lat, gap))
+            last_end[key] = max(pred_end or 0, op_end)
 
     def _link_waits(self, calls: Iterable[ApiCall]) -> None:
         for w in host_waits(self.graph, calls):
@@ -407,19 +432,26 @@ class Simulation:
         c = self._seal()  # written column by column: a fusion can drop most kernels of a step
         op_dur, op_removed, node_ops = c.own("op_dur"), c.own("op_removed"), c.node_ops
         dur, gap = (c.own("dur"), c.own("gap")) if keep_fraction == 0.0 else ([], [])
-        launch_node = self._launch_nodes() if keep_fraction == 0.0 else []
+        index = self.op_index.get
+        if keep_fraction != 0.0:  # made cheaper: only the ops' own time changes
+            for op_id in op_ids:
+                idx = index(op_id)
+                if idx is not None:
+                    op_dur[idx] = int(op_dur[idx] * keep_fraction)
+            return
+        launch_node, dispatch = self._launch_nodes(), self.dispatch_ns
         for op_id in op_ids:
-            idx = self.op_index.get(op_id)
+            idx = index(op_id)
             if idx is None:
                 continue
-            op_dur[idx] = int(op_dur[idx] * keep_fraction)
-            if keep_fraction == 0.0:
-                op_removed[idx] = True
-                k = launch_node[idx]
-                if k >= 0 and all(op_removed[j] for j in node_ops[k]):
-                    # the launch goes, and with it the framework's dispatch of the op
-                    dur[k] = 0
-                    gap[k] = max(0, gap[k] - min(gap[k], self.dispatch_ns))
+            op_dur[idx] = 0
+            op_removed[idx] = True
+            k = launch_node[idx]
+            # (a node launches one op as a rule: then it is this one, and it is removed)
+            if k >= 0 and (len(node_ops[k]) == 1 or all(op_removed[j] for j in node_ops[k])):
+                # the launch goes, and with it the framework's dispatch of the op
+                dur[k] = 0
+                gap[k] = max(0, gap[k] - min(gap[k], dispatch))
 
     def _launch_nodes(self) -> list[int]:
         """Per op, the node of its launching call (-1: none in the window), read off the trace
@@ -439,26 +471,35 @@ class Simulation:
         (framework dispatch and Python per op), read off the replay's own gaps once."""
         from advisor.graph.api_names import is_launch
 
-        gaps = [n.gap for n in self.nodes if n.call is not None and is_launch(n.call.name)
-                and 0 < n.gap < LONG_HOST_WORK_NS]
+        nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
+        # sealed: the gaps are read off the column (a view per node costs three times as much)
+        gap_of = self._cols.gap if self._cols is not None else [n.gap for n in nodes]
+        gaps = [g for n, g in zip(nodes, gap_of) if n.call is not None and is_launch(n.call.name)
+                and 0 < g < LONG_HOST_WORK_NS]
         return int(statistics.median(gaps)) if gaps else OP_DISPATCH_NS
 
     def set_op_durations(self, durations: dict[int, int]) -> None:
-        for op_id, ns in durations.items():
-            idx = self.op_index.get(op_id)
-            if idx is not None:
-                # two fixes of the same kernel (fused attention, FP8) do not compound: the
-                # faster one wins
-                self.ops.edit(idx).dur = max(0, min(self.ops[idx].dur, int(ns)))
+        found = [(idx, ns) for op_id, ns in durations.items()
+                 if (idx := self.op_index.get(op_id)) is not None]
+        if not found:
+            return  # nothing changes (`changed`)
+        op_dur = self._seal().own("op_dur")  # written to the column: a view per op costs more
+        for idx, ns in found:
+            # two fixes of the same kernel (fused attention, FP8) do not compound: the faster
+            # one wins
+            op_dur[idx] = max(0, min(op_dur[idx], int(ns)))
 
     def unwait(self, call_ids: Iterable[int]) -> None:
         """The calls no longer block the host (the sync is removed or made asynchronous)."""
-        for cid in call_ids:
-            i = self.node_of_call.get(cid)
-            if i is not None:
-                n = self.nodes.edit(i)
-                n.wait_op = None
-                n.dur = min(n.dur, SYNC_RETURN_NS)
+        nodes = [i for i in map(self.node_of_call.get, call_ids) if i is not None]
+        if not nodes:
+            return  # nothing changes (`changed`)
+        c = self._seal()  # written column by column: a sync-heavy window has thousands
+        wait_op, dur = c.own("wait_op"), c.own("dur")
+        for i in nodes:
+            wait_op[i] = -1  # None
+            if dur[i] > SYNC_RETURN_NS:
+                dur[i] = SYNC_RETURN_NS
 
     def set_call_durations(self, durations: dict[int, int]) -> None:
         for cid, ns in durations.items():
@@ -526,7 +567,7 @@ class Simulation:
             nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
             copies = {j for j, o in enumerate(ops)
                       if o.op.kind is GpuOpKind.MEMCPY and o.op.copy_kind == "HtoD"}
-            found = [bool(copies) and any(j in copies for j in n.ops) for n in nodes]
+            found = [not copies.isdisjoint(n.ops) for n in nodes] if copies else [False] * len(nodes)
             self._derived["input_copies"] = found
         return found  # type: ignore[return-value]
 
@@ -556,62 +597,137 @@ class Simulation:
             cover_starts, cover_ends, cover_before = self._host_compute_cover()
             if not cover_starts:
                 found = [0] * len(c.obs_start)
-            else:
-                def covered(t: int) -> int:  # host compute time before t
+            else:  # covered(x): host compute time before x, inlined (two per node)
+                found = []
+                for t, f in zip(c.obs_start, c.gap_from):
+                    if t == f:  # no host work in the gap
+                        found.append(0)
+                        continue
                     k = bisect_right(cover_starts, t) - 1
-                    return 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
-
-                found = [max(0, covered(t) - covered(f)) for t, f in zip(c.obs_start, c.gap_from)]
+                    at_t = 0 if k < 0 else cover_before[k] + min(t, cover_ends[k]) - cover_starts[k]
+                    k = bisect_right(cover_starts, f) - 1
+                    at_f = 0 if k < 0 else cover_before[k] + min(f, cover_ends[k]) - cover_starts[k]
+                    found.append(max(0, at_t - at_f))
             self._derived["host_compute_in_gaps"] = found
+        return found  # type: ignore[return-value]
+
+    def _capture_plan(self, intervals: Iterable[tuple[int, int]]) -> list[_CapturePlan]:
+        """Which nodes and ops a capture of ``intervals`` takes, per interval (sorted), read off
+        the trace once per template and interval set (`capture_graph` is asked the same steps
+        with other constants, for its low and high bounds). A capture takes the calls but the
+        input copies (`_input_copies`): the few nodes it leaves are found by bisect, and the
+        nodes between them are taken as runs."""
+        key = ("capture_plan", tuple(sorted(intervals)))
+        found = self._derived.get(key)
+        if found is not None:
+            return found  # type: ignore[return-value]
+        c = self._seal()
+        starts, node_ops = c.obs_start, c.node_ops
+        left, op_starts = self._not_captured(), self._op_starts()
+        found = []
+        for a, b in key[1]:
+            lo, hi = bisect_left(starts, a), bisect_left(starts, b)
+            skip = left[bisect_left(left, lo):bisect_left(left, hi)]
+            runs: list[range] = []
+            first = lo
+            for k in skip:
+                if k > first:
+                    runs.append(range(first, k))
+                first = k + 1
+            if hi > first:
+                runs.append(range(first, hi))
+            ops: list[range | list[int]] = [
+                range(op_starts[r.start], op_starts[r.stop]) if op_starts is not None
+                else [j for i in r for j in node_ops[i]] for r in runs]
+            others = [k for k in skip if k > runs[0].start] if runs else []
+            found.append(_CapturePlan(runs, ops, others))
+        self._derived[key] = found
+        return found
+
+    def _not_captured(self) -> list[int]:
+        """The nodes no capture takes (step markers, input copies), in order."""
+        found = self._derived.get("not_captured")
+        if found is None:
+            is_call, input_copy = self._seal().is_call, self._input_copies()
+            found = self._derived["not_captured"] = [
+                i for i, (call, copy_in) in enumerate(zip(is_call, input_copy))
+                if not call or copy_in]
+        return found  # type: ignore[return-value]
+
+    def _op_starts(self) -> list[int] | None:
+        """Per node, how many ops the nodes before it launched (one more entry: all of them),
+        when each node's ops are numbered on from there, as `_link_ops` numbers them: then a
+        run of nodes launched one range of ops. None otherwise."""
+        found = self._derived.get("op_starts", False)
+        if found is False:
+            found, n = [], 0
+            for ops in self._seal().node_ops:
+                found.append(n)
+                if ops:
+                    if ops[0] != n or (len(ops) > 1 and ops != list(range(n, n + len(ops)))):
+                        found = None
+                        break
+                    n += len(ops)
+            else:
+                found.append(n)
+            self._derived["op_starts"] = found
         return found  # type: ignore[return-value]
 
     def capture_graph(self, intervals: Iterable[tuple[int, int]],
                       launch_ns: int = GRAPH_LAUNCH_NS, node_gap_ns: int = GRAPH_NODE_GAP_NS) -> None:
         """Host intervals (one per step) become one CUDA graph replay each: the host pays one
         graph launch, kernels follow each other at the graph's node gap, host waits inside go.
-        Host-to-device copies of the input and CPU computation stay as they were."""
-        c = self._seal()  # written column by column: a capture changes most of the window
-        starts, is_call, node_ops = c.obs_start, c.is_call, c.node_ops  # in observed start order
+        Host-to-device copies of the input and CPU computation stay as they were.
+
+        Each interval's nodes (calls but the input copies, `_capture_plan`) are written as
+        slices of the columns: every node's new values depend on that node alone, and a
+        capture changes most of the window (issue #17: per-node writes were a replay's
+        worth of time per capture)."""
+        c = self._seal()
         dur, gap, wait_op, graphed, graph_head, overlap_from, overlap_offset = (
             c.own(f) for f in ("dur", "gap", "wait_op", "graphed", "graph_head", "overlap_from",
                                "overlap_offset"))
         op_graphed, op_gap, op_lat = (c.own(f) for f in ("op_graphed", "op_gap", "op_lat"))
-        input_copy = self._input_copies()
         compute_in_gap = self._host_compute_in_gaps()
-        for a, b in sorted(intervals):
-            head = None
-            for i in range(bisect_left(starts, a), bisect_left(starts, b)):
-                if not is_call[i] or input_copy[i]:
-                    continue
-                graphed[i] = True
-                wait_op[i] = -1
-                if head is None:
-                    head = i
-                    graph_head[i] = True
-                    dur[i] = launch_ns
+        for plan in self._capture_plan(intervals):
+            if not plan.runs:
+                continue
+            head = plan.runs[0].start
+            graph_head[head] = True
+            dur[head] = launch_ns
+            for run in plan.runs:
+                a, b = run.start, run.stop
+                graphed[a:b] = [True] * (b - a)
+                wait_op[a:b] = [-1] * (b - a)
+                # Kernels of a graph become ready when the graph launch is issued.
+                overlap_from[a:b] = [-1] * (b - a)
+                if a == head:
+                    a += 1  # the rest of the graph's calls:
+                dur[a:b] = [0] * (b - a)
+                overlap_offset[a:b] = [0] * (b - a)
+                # A graph replay removes the framework's per-op dispatch and the Python between
+                # ops, not host computation: a long stretch of host work stays whole, and so
+                # does the time of CPU operators inside a short one (an ``aten::randn`` on a CPU
+                # tensor, a ``.numpy()`` round trip).
+                gap[a:b] = [(cg if cg < g else g) if 0 < g < LONG_HOST_WORK_NS else g
+                            for g, cg in zip(gap[a:b], compute_in_gap[a:b])]
+            for i in plan.others:  # graphed earlier (an overlapping interval, another capture)
+                if graphed[i]:
+                    overlap_from[i] = -1
+            # A launch-bound kernel now follows its predecessor at the graph's node gap; a gap
+            # the GPU itself showed (a wait on another stream) stays.
+            for ops in plan.ops:
+                if isinstance(ops, range):
+                    a, b = ops.start, ops.stop
+                    op_graphed[a:b] = [True] * (b - a)
+                    op_gap[a:b] = [g if g != 0 else node_gap_ns for g in op_gap[a:b]]
+                    op_lat[a:b] = [self.launch_latency] * (b - a)
                 else:
-                    dur[i] = 0
-                    # A graph replay removes the framework's per-op dispatch and the Python
-                    # between ops, not host computation: a long stretch of host work stays
-                    # whole, and so does the time of CPU operators inside a short one (an
-                    # ``aten::randn`` on a CPU tensor, a ``.numpy()`` round trip).
-                    if 0 < gap[i] < LONG_HOST_WORK_NS:
-                        gap[i] = min(gap[i], compute_in_gap[i])
-                    overlap_offset[i] = 0
-                for j in node_ops[i]:
-                    op_graphed[j] = True
-                    # a launch-bound kernel now follows its predecessor at the graph's node gap;
-                    # a gap the GPU itself showed (a wait on another stream) stays
-                    if op_gap[j] == 0:
-                        op_gap[j] = node_gap_ns
-                    op_lat[j] = self.launch_latency
-            # Kernels of a graph become ready when the graph launch is issued.
-            if head is not None:
-                for i in range(head, len(starts)):
-                    if starts[i] >= b:
-                        break
-                    if graphed[i]:
-                        overlap_from[i] = -1
+                    for j in ops:
+                        op_graphed[j] = True
+                        if op_gap[j] == 0:
+                            op_gap[j] = node_gap_ns
+                        op_lat[j] = self.launch_latency
 
     # ----- replay ------------------------------------------------------------------------------
 
@@ -713,6 +829,22 @@ class Simulation:
         return Replay(tuple(periods))
 
 
+def _merged(markers: list[_Node], calls: list[ApiCall]) -> list[_Node]:
+    """The host chain in observed start order: a node per call, and the step markers (sorted),
+    each placed before the calls that start at its instant or later. The calls are in start
+    order already, so the few markers are put in by bisect rather than the window sorted."""
+    starts = [a.start_ns for a in calls]
+    nodes: list[_Node] = []
+    done = 0
+    for m in markers:
+        k = bisect_left(starts, m.obs_start)
+        nodes += [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, a) for a in calls[done:k]]
+        nodes.append(m)
+        done = k
+    nodes += [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, a) for a in calls[done:]]
+    return nodes
+
+
 def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
     """Per t, the summed length of the spans' parts before t (overlapping spans count twice)."""
     import numpy as np
@@ -724,6 +856,17 @@ def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np
     na = np.searchsorted(a, t, side="right")
     nb = np.searchsorted(b, t, side="right")
     return (na * t - pa[na]) - (nb * t - pb[nb])
+
+
+@dataclass(frozen=True, slots=True)
+class _CapturePlan:
+    """One interval of a capture (`Simulation._capture_plan`): the nodes it takes as runs of
+    indices, each run's ops (a range when numbered in node order), and the nodes it does not
+    take from its first taken one to its end."""
+
+    runs: list[range]
+    ops: list[range | list[int]]
+    others: list[int]
 
 
 @dataclass(slots=True)
@@ -738,7 +881,7 @@ class _Columns:
     frontier: list[int]  # the node whose end the host chain continues from (-1: none)
     step: list[int]
     step_end: list[int]
-    node_ops: list[list[int]]
+    node_ops: list[list[int] | tuple[()]]
     op_stream: list[int]
     dur: list[int]
     gap: list[int]

@@ -19,7 +19,7 @@ def union_length(intervals: Iterable[tuple[int, int]]) -> tuple[int, list[tuple[
             total += cur_e - cur_s
             gaps.append((cur_e, s))
             cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
+        elif e > cur_e:  # (not ``max``: a call per interval, and steps hold 10^4 of them)
+            cur_e = e
     total += cur_e - cur_s
     return total, gaps

@@ -407,6 +407,13 @@ class OpGraph:
             i = parents[i]
         return found[::-1]
 
+    def range_tree(self, pid: int, tid: int) -> tuple[list[int], list[CpuRange], list[int]]:
+        """One thread's ranges in start order, their starts, and each one's nearest enclosing
+        range (-1: none): what `ranges_at` and `innermost_range_at` walk, for a caller that
+        asks it of many instants of one thread (the step breakdown's idle stretches)."""
+        starts, ranges = self._ranges_by_thread.get((pid, tid), ([], []))
+        return starts, ranges, self._range_parents.get((pid, tid), [])
+
     def innermost_range_at(self, pid: int, tid: int, t_ns: int,
                            accept: Callable[[CpuRange], bool]) -> CpuRange | None:
         """The innermost range on one thread that encloses t_ns and that ``accept`` takes:

@@ -22,7 +22,7 @@ def process_calls(graph: OpGraph, steps: Sequence[Step],
     if not steps:
         return []
     calls = _steps_calls(graph, steps)
-    return list(calls) if predicate is None else [c for c in calls if predicate(c)]
+    return list(calls) if predicate is None else list(filter(predicate, calls))
 
 
 def _steps_calls(graph: OpGraph, steps: Sequence[Step]) -> tuple[ApiCall, ...]:
@@ -63,9 +63,13 @@ def step_of(steps: Sequence[Step], t_ns: int) -> Step | None:
 
 
 def launched_ops(graph: OpGraph, calls: Iterable[ApiCall]) -> list[GpuOp]:
+    """`graph.launched` of each call, in order (the index read directly: a window's calls)."""
     out: list[GpuOp] = []
+    launched = graph.ops_by_correlation.get
     for c in calls:
-        out.extend(graph.launched(c))
+        ops = launched((c.pid, c.correlation))
+        if ops:
+            out.extend(ops)
     return out
 
 
@@ -200,14 +204,21 @@ def compiled_regions(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, i
 
 
 def uses_cuda_graphs(graph: OpGraph, steps: Sequence[Step]) -> bool:
-    """True when the steps already replay CUDA graphs."""
+    """True when the steps already replay CUDA graphs (kept on the graph like `_steps_calls`:
+    several rules ask it of the same steps)."""
     from advisor.graph import api_names
     from advisor.graph.model import GpuOpKind
 
-    calls = process_calls(graph, steps, lambda c: c.name in api_names.GRAPH_LAUNCH_CALLS)
-    if calls:
-        return True
-    return any(o.kind is GpuOpKind.GRAPH or o.graph_id is not None for o in steps_ops(graph, steps))
+    if not steps:
+        return False
+    cache = graph.__dict__.setdefault("_uses_cuda_graphs", {})
+    key = (steps[0].pid, tuple(step_intervals(steps)))
+    found = cache.get(key)
+    if found is None:
+        names = {c.name for c in _steps_calls(graph, steps)}  # a window repeats a few names
+        found = cache[key] = (not names.isdisjoint(api_names.GRAPH_LAUNCH_CALLS)) or any(
+            o.kind is GpuOpKind.GRAPH or o.graph_id is not None for o in steps_ops(graph, steps))
+    return found
 
 
 def stream_sequences(ops: Iterable[GpuOp]) -> list[list[GpuOp]]:

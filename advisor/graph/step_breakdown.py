@@ -11,13 +11,13 @@ from __future__ import annotations
 import statistics
 from bisect import bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from advisor.gc_pause import gc_paused
 from advisor.graph.intervals import union_length
-from advisor.graph.kernels import classify, short_name
-from advisor.graph.model import ApiCall, GpuOp, OpGraph, RangeSource, Step
+from advisor.graph.kernels import KernelCategory, classify, short_name
+from advisor.graph.model import ApiCall, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
 from advisor.graph.projection import Projector
 from advisor.graph.steps import phase_order
 
@@ -91,18 +91,31 @@ def _launched_at(graph: OpGraph, next_op: GpuOp | None) -> int | None:
     return None
 
 
-def _host_cause(graph: OpGraph, step: Step, t: int, launched_at: int | None) -> str:
-    """Blame for an idle instant when the host was in no CUDA call (``launched_at``: as
-    `_launched_at` says of the gap's next op, asked once per gap)."""
-    if launched_at is not None and launched_at <= t:
-        return "launch latency"
-    # Python frames (with_stack) are left to the source-line view (advisor.graph.source_lines)
-    named = graph.innermost_range_at(
-        step.pid, step.tid, t, lambda r: r.name != step.name and r.source is not RangeSource.PYTHON)
-    if named is not None:
-        name = named.name
-        return name if len(name) <= 60 else name[:59] + "…"
-    return "host (untraced)"
+def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
+    """Blame for an idle instant of ``step`` when the host was in no CUDA call: the innermost
+    named range enclosing it (not the step's own; Python frames, with_stack, are left to the
+    source-line view, `advisor.graph.source_lines`), else untraced host work.
+
+    A step has a thousand such instants on a sync-heavy trace: the thread's range tree is
+    looked up once and each range's label made once, not per instant (issue #17)."""
+    starts, ranges, parents = graph.range_tree(step.pid, step.tid)
+    step_name, python = step.name, RangeSource.PYTHON
+    labels: dict[int, str] = {}
+
+    def cause(t: int) -> str:
+        i = bisect_right(starts, t) - 1
+        while i >= 0:
+            r = ranges[i]
+            if r.end_ns > t and r.name != step_name and r.source is not python:
+                label = labels.get(i)
+                if label is None:
+                    name = r.name
+                    label = labels[i] = name if len(name) <= 60 else name[:59] + "…"
+                return label
+            i = parents[i]
+        return "host (untraced)"
+
+    return cause
 
 
 def _call_segments(calls: Sequence[ApiCall]) -> list[tuple[int, int, str]]:
@@ -117,13 +130,14 @@ def _call_segments(calls: Sequence[ApiCall]) -> list[tuple[int, int, str]]:
     return segs
 
 
-def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg_starts: list[int],
-               a: int, b: int, next_op: GpuOp | None, out: list[tuple[int, int, str]]) -> None:
-    """Split one GPU-idle gap [a, b) between the host calls and host work during it."""
+def _blame_gap(segs: list[tuple[int, int, str]], seg_starts: list[int], a: int, b: int,
+               launched_at: int | None, host_cause: Callable[[int], str],
+               out: list[tuple[int, int, str]]) -> None:
+    """Split one GPU-idle gap [a, b) between the host calls and host work during it
+    (``launched_at``: as `_launched_at` says of the gap's next op, asked once per gap)."""
     n = len(segs)
     i = max(0, bisect_right(seg_starts, a) - 1)
     t = a
-    launched_at = _launched_at(graph, next_op)
     while t < b:
         while i < n and segs[i][1] <= t:
             i += 1
@@ -134,7 +148,7 @@ def _blame_gap(graph: OpGraph, step: Step, segs: list[tuple[int, int, str]], seg
         else:
             stop = s0 if s0 < b else b
             cause = ("launch latency" if launched_at is not None and launched_at <= t
-                     else _host_cause(graph, step, t, launched_at))
+                     else host_cause(t))
             out.append((t, stop, cause))
         t = stop
 
@@ -169,13 +183,14 @@ def _blame_gaps(graph: OpGraph, step: Step, ops: list[GpuOp],
     starts = sorted(ops, key=lambda o: o.start_ns)
     segs = _call_segments(calls)
     seg_starts = [x[0] for x in segs]
+    host_cause = _host_causes(graph, step)
     out: list[tuple[int, int, str]] = []
     j = 0
     for a, b in gaps:
         while j < len(starts) and starts[j].start_ns < b:
             j += 1
         next_op = starts[j] if j < len(starts) else None
-        _blame_gap(graph, step, segs, seg_starts, a, b, next_op, out)
+        _blame_gap(segs, seg_starts, a, b, _launched_at(graph, next_op), host_cause, out)
     return out
 
 
@@ -208,7 +223,7 @@ def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown
         idle_ns=max(0, (g1 - g0) - busy),
         idle_causes=dict(causes),
         phases=phases,
-        kernels=sum(1 for o in ops if o.kind.value == "kernel"),
+        kernels=sum(1 for o in ops if o.kind is GpuOpKind.KERNEL),
         api_calls=len(graph.api_calls_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns)),
     )
 
@@ -217,9 +232,11 @@ def breakdown(graph: OpGraph, step: Step, projector: Projector) -> StepBreakdown
 def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
     projector = graph.projector
     rows = [breakdown(graph, s, projector) for s in steps]
-    cat_ns: dict[str, int] = defaultdict(int)
+    # keyed by category member, named (``.value``) once at the end: an enum's ``.value`` is a
+    # descriptor call, and this loop runs once per GPU op of the window
+    cat_ns: dict[KernelCategory, int] = defaultdict(int)
     per_kernel: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    kinds: dict[str, str] = {}
+    kinds: dict[str, KernelCategory] = {}
     if steps:
         windows = [(s.gpu_start_ns or s.cpu_start_ns, s.gpu_end_ns or s.cpu_end_ns, s.pid)
                    for s in steps]
@@ -228,7 +245,7 @@ def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
         pids = {w[2] for w in windows}
         for o in graph.gpu_ops:
             if o.pid in pids and lo <= o.start_ns < hi:
-                cat = classify(o).value
+                cat = classify(o)
                 cat_ns[cat] += o.duration_ns
                 stat = per_kernel[o.name]
                 kinds[o.name] = cat
@@ -236,14 +253,14 @@ def summarize(graph: OpGraph, steps: Sequence[Step], top: int = 15) -> Summary:
                 stat[1] += o.duration_ns
     n = max(1, len(steps))
     top_kernels = [
-        KernelStat(short_name(name), kinds[name], c // n if c >= n else c, t // n)
+        KernelStat(short_name(name), kinds[name].value, c // n if c >= n else c, t // n)
         for name, (c, t) in sorted(per_kernel.items(), key=lambda kv: -kv[1][1])[:top]
     ]
     return Summary(
         steps=rows,
         all_step_times_ns=[s.time_ns for s in graph.steps],
         warmup_steps=sum(1 for s in graph.steps if s.warmup),
-        category_ns={k: v // n for k, v in sorted(cat_ns.items(), key=lambda kv: -kv[1])},
+        category_ns={k.value: v // n for k, v in sorted(cat_ns.items(), key=lambda kv: -kv[1])},
         top_kernels=top_kernels,
     )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.padding import Padding
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -139,6 +138,8 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
                               (0, 0, 0, 3), expand=False))
     console.print(Padding(Text.assemble(("fix: ", "bold"), plain(f.fix.title)), (0, 0, 0, 3), expand=False))
     if show_fixes and f.fix.snippet:
+        from rich.syntax import Syntax  # here: it loads pygments, which only --show-fixes uses
+
         lexer = "python" if f.fix.kind == "code" else "text"
         console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
                                      background_color="default"), (0, 0, 0, 5), expand=False))

@@ -8,15 +8,17 @@ per-step metrics, the replay's checks, and one baseline step time. The JSON resu
 reads the JSON) render it. None of them reads the graph or the analysis, so no two of them can
 show the step as two different numbers.
 
-`build_report` does the computing (the step metrics, and for the HTML page the timeline of the
-representative step, which only that page draws: ``timeline=True``). `as_report` lets library
+`build_report` does the computing (the step metrics, on first read: only the JSON result carries
+them; and for the HTML page the timeline of the representative step, which only that page draws:
+``timeline=True``). `as_report` lets library
 callers hand a renderer an `Analysis` directly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from typing import Any, Protocol
 
 from advisor.analysis import Analysis
@@ -90,8 +92,16 @@ class StepFigures:
     busy_median_ns: float | None
     phases_ns: Mapping[str, float] = field(default_factory=dict)  # phase -> median
     idle_causes_ns: Mapping[str, float] = field(default_factory=dict)  # cause -> mean per step
-    metrics: StepMetrics = field(default_factory=lambda: StepMetrics((), ()))
     measured: MeasuredSteps | None = None  # `advisor profile`: the unprofiled steps
+    # What computes `metrics` (None: no steps). Only the JSON result (and so the gate) reads
+    # the metrics, and on a large window they take 0.1-0.17 s: a console-only run (issue #17)
+    # should not pay for them, so they are computed on first read, once.
+    metrics_of: Callable[[], StepMetrics] | None = field(default=None, repr=False, compare=False)
+
+    @cached_property
+    def metrics(self) -> StepMetrics:
+        """The gate's per-step metrics (`advisor.graph.step_metrics`)."""
+        return self.metrics_of() if self.metrics_of is not None else StepMetrics((), ())
 
     @property
     def analysed(self) -> int:
@@ -145,8 +155,8 @@ def _steps(analysis: Analysis) -> StepFigures:
         busy_median_ns=s.median_busy_ns if has else None,
         phases_ns=s.phase_medians_ns(),
         idle_causes_ns=s.idle_cause_medians_ns(),
-        metrics=step_metrics(g, s.steps),
         measured=analysis.measured,
+        metrics_of=partial(step_metrics, g, s.steps),
     )
 
 

@@ -169,6 +169,8 @@ class EventMapper:
         self._shape_cache: dict[str, Any] = {}
         self._api_names: dict[str, str] = {}  # a call's name as written -> normalised, interned
         self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # an operator's name -> (interned, a profiler annotation?)
+        self._operator_names: dict[str, tuple[str, bool]] = {}
 
     def add(self, index: int, event: Any) -> None:
         """Translate one element of ``traceEvents``; anything not understood is skipped."""
@@ -200,18 +202,21 @@ class EventMapper:
             return
         # `us_to_ns` inlined for what Kineto writes, ints and "123.456" (two per event); the
         # digit limits keep the inlined results in range (anything else: `us_to_ns`).
+        # (each text's digits made once: ``digits`` is read by the test and the conversion)
         ts, dur = event.get("ts"), event.get("dur", 0)
         if type(ts) is int:
             start = ts * 1000
-        elif type(ts) is str and len(ts) < 20 and ts[-4:-3] == "." and ts.replace(".", "", 1).isdigit():
-            start = int(ts.replace(".", "", 1))
+        elif (type(ts) is str and 3 < len(ts) < 20 and ts[-4] == "."
+              and (digits := ts.replace(".", "", 1)).isdigit()):
+            start = int(digits)
         else:
             start = us_to_ns(ts)
         if start is None or not -NS_LIMIT < start < NS_LIMIT:
             self.out.counts["no_timestamp"] += 1
             return
-        if type(dur) is str and len(dur) < 16 and dur[-4:-3] == "." and dur.replace(".", "", 1).isdigit():
-            duration = int(dur.replace(".", "", 1))
+        if (type(dur) is str and 3 < len(dur) < 16 and dur[-4] == "."
+                and (digits := dur.replace(".", "", 1)).isdigit()):
+            duration = int(digits)
         else:
             duration = us_to_ns(dur) or 0
         handler(index, event, start, start + max(duration, 0))
@@ -288,7 +293,12 @@ class EventMapper:
         # The trace's most common event (loader-imagenet: 143k of 160k): `_range`,
         # `_host_ids` and `_intern` inlined, the range built positionally (issue #17).
         name = event.get("name", "")  # a str, bounded: `validated`
-        if _is_profiler_annotation(name):
+        known = self._operator_names.get(name)
+        if known is None:  # each operator name interned and tested once
+            known = (self._intern(name), _is_profiler_annotation(name))
+            if len(self._operator_names) < _MAX_CACHED:
+                self._operator_names[name] = known
+        if known[1]:
             self._annotation(index, event, start, end)
             return
         args = event.get("args") or {}
@@ -296,7 +306,7 @@ class EventMapper:
         shapes = self._shapes(dims) if isinstance(dims, list) else None
         dtypes = self._dtypes(types) if isinstance(types, list) else None
         pid, tid = event.get("pid", 0), event.get("tid", 0)
-        rng = CpuRange(index, self._strings.get(name) or self._intern(name), start, end,
+        rng = CpuRange(index, known[0], start, end,
                        pid if type(pid) is int else as_int_id(pid),
                        tid if type(tid) is int else as_int_id(tid),
                        _OPERATOR, "", shapes, dtypes)
