@@ -114,6 +114,7 @@ class _Loader:
         self.domain_create_types = self.schema.event_type_ids("NvtxDomainCreate")
         self.domains: dict[int, str] = {}
         self.global_pids: dict[int, int] = {}  # pid -> globalPid, to match GPU rows by value
+        self.probes: list[CpuRange] = []  # shape-probe ranges (`advisor profile --nsys`)
 
     def load(self) -> OpGraph:
         self.info.totals = self._totals()
@@ -138,18 +139,7 @@ class _Loader:
         """GEMM sizes per kernel signature from the shape-probe step `advisor profile --nsys`
         records before its window (`advisor.graph.gemm_shapes`): that step alone is read, into
         a graph of its own, so its operator ranges never reach the analysed steps."""
-        tests, params = [], []
-        if self.schema.has_column(S.NVTX.base, "text"):
-            tests.append("text = ?")
-            params.append(SHAPE_PROBE_RANGE)
-        if self.schema.has_column(S.NVTX.base, "textId"):
-            tests.append("textId IN (SELECT id FROM StringIds WHERE value = ?)")
-            params.append(SHAPE_PROBE_RANGE)
-        if not tests:
-            return {}
-        where = (f"WHERE eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
-                 f"AND globalTid IS NOT NULL AND ({' OR '.join(tests)})")
-        probes = [self._range(row) for row in self._scan(S.NVTX, where, params)]
+        probes = self.probes  # found by the whole-trace scan of step-like ranges
         if not probes:
             return {}
         probe = min(probes, key=lambda r: r.start_ns)  # one probe a process; the first will do
@@ -232,12 +222,13 @@ class _Loader:
             tests, likes = ["text LIKE ?"] * len(STEP_LIKE), " OR ".join(
                 "value LIKE ?" for _ in STEP_LIKE)
             one = list(STEP_LIKE)
+        # the shape probe's range (`advisor.graph.gemm_shapes`) comes in the same scan
         if self.schema.has_column(S.NVTX.base, "text"):
-            name_tests += tests
-            params += one
+            name_tests += [*tests, "text = ?"]
+            params += [*one, SHAPE_PROBE_RANGE]
         if self.schema.has_column(S.NVTX.base, "textId"):
-            name_tests.append(f"textId IN (SELECT id FROM StringIds WHERE {likes})")
-            params += one
+            name_tests.append(f"textId IN (SELECT id FROM StringIds WHERE {likes} OR value = ?)")
+            params += [*one, SHAPE_PROBE_RANGE]
         name_test = " OR ".join(name_tests) or "0"
         where = (f"WHERE (eventType IN {self._in(self.range_types)} AND end IS NOT NULL "
                  f"AND globalTid IS NOT NULL AND ({name_test})) "
@@ -248,8 +239,9 @@ class _Loader:
                 self.domains[row[7] or 0] = self._nvtx_name(row)
                 continue
             candidates.append(row)
-        ranges = (self._range(row) for row in candidates)
-        return [r for r in ranges if matches_step(r.name, pattern)]
+        ranges = [self._range(row) for row in candidates]
+        self.probes = [r for r in ranges if r.name == SHAPE_PROBE_RANGE]
+        return [r for r in ranges if r.name != SHAPE_PROBE_RANGE and matches_step(r.name, pattern)]
 
     def _window(self, steps: list) -> Window:
         if steps:
