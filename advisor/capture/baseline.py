@@ -49,7 +49,8 @@ FIT_TOLERANCE = 0.03
 def refit(analysis, measured_ns: float) -> float | None:
     """Run the rules again with the profiler's costs fitted to the measured step, where the
     replay without the calibrated costs misses it by more than `MODEL_DISAGREEMENT`; returns the
-    factor applied (None: kept as calibrated).
+    factor applied (None: no refit was needed; 0.0: none fits, the calibrated analysis stays and
+    a warning says why).
 
     The what-ifs replay the host's time between launches; when the profiler's cost left in it is
     wrong, every fix that frees the host is wrong with it: on HF run_clm.py (GPT-2 bf16,
@@ -68,24 +69,33 @@ def refit(analysis, measured_ns: float) -> float | None:
         return None
     base = profiler_cost.detect(analysis.graph)
     cal, k = profiler_cost.fit_to_step(analysis.graph, ctx.steps, base, measured_ns)
+    head = (f"the replay without the calibrated profiler costs gave {replayed / 1e6:.2f} ms per "
+            f"step against {measured_ns / 1e6:.2f} ms measured without the profiler")
+    if not 0 < k < profiler_cost.MAX_SCALE:
+        # No factor reaches the measured step: what differs is not the profiler's cost (the
+        # steps outside the window waited for input, or did other work the window's did not).
+        # The calibrated analysis stays; a pegged factor would skew every host-side what-if.
+        analysis.warnings.append(
+            head + ("; no profiler cost explains it (with none removed the replay is still "
+                    "shorter: the steps outside the window waited for input or did other work)"
+                    if k <= 0 else
+                    f"; even {profiler_cost.MAX_SCALE:g}x the calibrated costs leave the replay "
+                    "longer") + "; estimates are relative to the measured step")
+        return 0.0
     fresh = analyze_graph(analysis.graph, settings=analysis.settings, facts=ctx.facts,
                           calibration=cal)
+    fitted = fresh.results.replay.unprofiled_median_ns or 0.0
+    if abs(fitted - measured_ns) / measured_ns > FIT_TOLERANCE:
+        analysis.warnings.append(head + f"; the nearest fit (costs x{k:.2f}) gives "
+                                 f"{fitted / 1e6:.2f} ms, so the calibrated analysis stays; "
+                                 "estimates are relative to the measured step")
+        return 0.0
     if analysis.source is not None and fresh.source is None:
         fresh.source = analysis.source
     analysis.results, analysis.summary, analysis.context = fresh.results, fresh.summary, fresh.context
     analysis.source = fresh.source
-    fitted = fresh.results.replay.unprofiled_median_ns or 0.0
-    head = (f"the replay without the calibrated profiler costs gave {replayed / 1e6:.2f} ms per "
-            f"step against {measured_ns / 1e6:.2f} ms measured without the profiler; the costs "
-            f"were scaled x{k:.2f}")
-    if abs(fitted - measured_ns) / measured_ns <= FIT_TOLERANCE:
-        analysis.warnings.append(head + " to fit the measured step, and the estimates rest on "
-                                 "that replay")
-    else:
-        analysis.warnings.append(
-            head + f", the nearest the replay comes ({fitted / 1e6:.2f} ms): the steps outside "
-            "the window ran differently from the window's (input waits, other work between "
-            "steps), which no profiler cost explains; estimates are relative to the measured step")
+    analysis.warnings.append(head + f"; the costs were scaled x{k:.2f} to fit the measured step, "
+                             "and the estimates rest on that replay")
     return k
 
 

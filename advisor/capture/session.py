@@ -643,6 +643,8 @@ class Session:
             self._end_step(complete=False)
         if self.window_open:
             self._stop_window()
+        elif getattr(self.recorder, "probing", False):  # ended inside the shape probe
+            self._guarded(lambda: self.recorder.stop([]))
         self._flush_activity(-1)
         self.state.run_end_ns = self._clock() - self._t0
         self._record_host()

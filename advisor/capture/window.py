@@ -127,6 +127,7 @@ class CudaProfilerRecorder:
         self.probing = False  # the step now running is the shape probe
         self._probe = None  # the emit_nvtx context while it is open
         self._started = False
+        self._window = False
         self.written = False
         self.error: str | None = None
 
@@ -164,6 +165,7 @@ class CudaProfilerRecorder:
     def start(self) -> None:
         self._end_probe()
         self._capture()
+        self._window = True
 
     def stop(self, incomplete: list[str]) -> None:
         self._end_probe()
@@ -174,7 +176,7 @@ class CudaProfilerRecorder:
         torch.cuda.synchronize()  # the last step's GPU work lands inside the capture
         torch.cuda.cudart().cudaProfilerStop()
         self._started = False
-        self.written = True
+        self.written = self._window  # a capture of the probe alone holds no window
 
 
 def rank_suffixed(path: Path, rank: int, world: int) -> Path:

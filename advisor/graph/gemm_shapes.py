@@ -13,7 +13,8 @@ Two sources, in order:
   block), the sizes of the GEMM operators that launched it (`OpGraph.probe_gemm_sizes`): the
   window's steps launch the same kernels with the same configurations, and a signature stands
   for one problem shape closely enough to tell whether its sizes are tensor-core aligned (a
-  signature seen with several sizes is answered with all of them, and the caller decides).
+  signature seen with several sizes is answered with those whose probe kernels took about as
+  long as the kernel asked about, and the caller decides: `candidate_sizes`).
 """
 
 from __future__ import annotations

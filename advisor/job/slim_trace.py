@@ -37,6 +37,7 @@ from advisor.graph.steps import compile_step_pattern, matches_step, phase_of
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import CappedReader, check_regular
 from advisor.job.collectives import REDUCER_RANGES, host_collective
+from advisor.job.summary import LONG_CALL_NS
 
 try:  # a dependency of advisor; without it the job path parses whole traces (slower, same result)
     import msgspec
@@ -61,6 +62,7 @@ if msgspec is not None:
         ph: Any = None
         cat: Any = None
         name: Any = None
+        dur: Any = None  # a long call is kept: the host floor counts it as held (summary)
         args: _Args | None = None  # only the correlation id is decoded
 
     _EVENTS = msgspec.json.Decoder(list[_Event])
@@ -105,7 +107,7 @@ def _kept_events(raws: list[Any], events: list[Any],
             name = e.name if isinstance(e.name, str) else ""
             corr = e.args.correlation if e.args is not None else None
             if is_launch(name) or may_block(name) or name.startswith("cudaMemsetAsync") or (
-                    corr is not None and corr in gpu_correlations):
+                    corr is not None and corr in gpu_correlations) or _long(e.dur):
                 kept.append(raw)
         elif cat in _RANGES and isinstance(e.name, str):
             verdict = judged.get(e.name)
@@ -118,6 +120,14 @@ def _kept_events(raws: list[Any], events: list[Any],
                 kept.append(raw)
             has_steps = has_steps or verdict[1]
     return kept, has_steps
+
+
+def _long(dur: Any) -> bool:
+    """A call longer than `summary.LONG_CALL_NS` (Kineto writes µs, as a number or its text)."""
+    try:
+        return float(dur) * 1000 > LONG_CALL_NS
+    except (TypeError, ValueError):
+        return False
 
 
 def _slim_document(data: bytes, options: LoadOptions) -> bytes | None:

@@ -161,10 +161,19 @@ def _host_waits(graph: OpGraph) -> tuple[Waits, Waits]:
     return comm, every
 
 
+GPU_BOUND = 0.9
+"""A rank whose compute kernels cover this share of its step is GPU-bound: no host floor."""
+
+LONG_CALL_NS = 100_000
+"""A CUDA call that takes longer than this was held by the device (a launch into a full queue,
+an allocation that waits for memory): its time beyond it is not the host's own work."""
+
+
 def _blocked_ns(graph: OpGraph, step: Step) -> int:
-    """Host time on the step's thread inside calls that may block on the device (syncs,
+    """Host time on the step's thread held by the device: inside calls that may block (syncs,
     synchronous copies, frees: `api_names.may_block`), whether or not the trace links the wait
-    to the GPU op it waited for (many traces do not)."""
+    to the GPU op it waited for (many traces do not), and the part of any other CUDA call
+    beyond `LONG_CALL_NS` (a GPU-bound rank's launches block once the launch queue is full)."""
     from bisect import bisect_left
 
     from advisor.graph.api_names import may_block
@@ -173,8 +182,9 @@ def _blocked_ns(graph: OpGraph, step: Step) -> int:
     starts = graph.api_call_starts
     total = 0
     for c in calls[bisect_left(starts, step.cpu_start_ns):bisect_left(starts, step.cpu_end_ns)]:
-        if c.pid == step.pid and c.tid == step.tid and may_block(c.name):
-            total += min(c.end_ns, step.cpu_end_ns) - c.start_ns
+        if c.pid == step.pid and c.tid == step.tid:
+            ns = min(c.end_ns, step.cpu_end_ns) - c.start_ns
+            total += ns if may_block(c.name) else max(0, ns - LONG_CALL_NS)
     return total
 
 
@@ -236,7 +246,8 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
         phase_ns={k: sum(e - s for s, e in v) for k, v in step.phases.items()} if step.pid == pid else {},
         phase_count={k: len(v) for k, v in step.phases.items()} if step.pid == pid else {},
         collectives=collectives, host_collectives=dict(host_coll), host_wait_on_comm_ns=waited,
-        host_own_ns=step.cpu_ns - held if own else 0,
+        # no floor where the GPU computes most of the step: the GPU is that rank's limit
+        host_own_ns=(step.cpu_ns - held if own and total(comp_u) < GPU_BOUND * (hi - lo) else 0),
         host_comm_ns=_host_comm_ns(graph, step) if own else 0,
         kernel_ns=dict(kernel_ns.most_common(TOP_KERNELS)), category_ns=dict(category_ns))
 

@@ -64,9 +64,17 @@ class LoadImbalance(JobRule):
             mean = statistics.mean(st.rank_busy_ns.values())
             return share * max(0.0, st.rank_busy_ns[r] - mean)
 
+        def floor_balanced(r, st, share=1.0):  # the hosts' own work, balanced the same way
+            if not st.rank_floor_ns:
+                return 0.0
+            mean = statistics.mean(st.rank_floor_ns.values())
+            return share * max(0.0, st.rank_floor_ns.get(r, 0) - mean)
+
         est = job_estimate(job, balanced, lambda r, st: balanced(r, st, 0.5), balanced,
                            "job replay: every rank's own work at the mean over ranks",
-                           ["work can be moved between ranks"])
+                           ["work can be moved between ranks"],
+                           floor=(floor_balanced, lambda r, st: floor_balanced(r, st, 0.5),
+                                  floor_balanced))
         busy = job.median_by_rank("rank_busy_ns")
         spread = max(busy.values()) - min(busy.values())
         pacers = [r for r, v in job.pace.items() if v >= 0.1]

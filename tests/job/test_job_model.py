@@ -70,8 +70,9 @@ def test_planted_straggler_clock_skew_and_waiting(synth_summaries):
     s = found["straggler-rank"]
     assert s.ranks == (STRAGGLER,)
     # fixing the straggler gives back the planted waiting: 7 x 3 ms of a ~222 ms step. The base
-    # is host-bound, so the fix is bounded by the hosts' own work (`job_step_ns`'s floor), which
-    # leaves out the 1.4 ms per step the hosts spend held in syncs: 22.4 ms come back
+    # is host-bound, so the fixed step is the hosts' own work (`job_step_ns`'s floor), which
+    # leaves out the 1.4 ms per step the hosts are held in syncs; the observed step includes
+    # them, so 22.4 ms come back against 21 planted
     saved = s.estimate.step_ns - s.estimate.predicted_step_ns
     assert saved == pytest.approx(per_step * DELAY_US * 1000, rel=0.10)
 

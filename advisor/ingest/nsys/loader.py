@@ -132,17 +132,21 @@ class _Loader:
                             self.options.step_pattern, self.options.pid)
         if not all_steps:
             self.info.totals["steps"] = len(graph.steps)
-        graph.probe_gemm_sizes = self._probe_gemm_sizes()
+        graph.probe_gemm_sizes = self._probe_gemm_sizes(graph.steps)
         return graph
 
-    def _probe_gemm_sizes(self) -> dict:
+    def _probe_gemm_sizes(self, steps: list | None = None) -> dict:
         """GEMM sizes per kernel signature from the shape-probe step `advisor profile --nsys`
         records before its window (`advisor.graph.gemm_shapes`): that step alone is read, into
         a graph of its own, so its operator ranges never reach the analysed steps."""
         probes = self.probes  # found by the whole-trace scan of step-like ranges
         if not probes:
             return {}
-        probe = min(probes, key=lambda r: r.start_ns)  # one probe a process; the first will do
+        # the analysed process's probe (one a process), else the first
+        pid = self.options.pid if self.options.pid is not None else (
+            steps[0].pid if steps else None)
+        own = [r for r in probes if r.pid == pid] or probes
+        probe = min(own, key=lambda r: r.start_ns)
         w = Window(probe.start_ns, probe.end_ns, [], "shape probe")
         calls = [c for c in self._api_calls(w) if c.pid == probe.pid]
         ops = self._gpu_ops(w, self._device_where(w, calls))
