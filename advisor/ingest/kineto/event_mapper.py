@@ -214,7 +214,9 @@ class EventMapper:
         if start is None or not -NS_LIMIT < start < NS_LIMIT:
             self.out.counts["no_timestamp"] += 1
             return
-        if (type(dur) is str and 3 < len(dur) < 16 and dur[-4] == "."
+        if type(dur) is int:
+            duration = dur * 1000 if -NS_LIMIT < dur * 1000 < NS_LIMIT else 0
+        elif (type(dur) is str and 3 < len(dur) < 16 and dur[-4] == "."
                 and (digits := dur.replace(".", "", 1)).isdigit()):
             duration = int(digits)
         else:
