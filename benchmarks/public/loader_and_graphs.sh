@@ -12,10 +12,10 @@ source "$(dirname "$0")/device_common.sh"
 CARRY=${CARRY:-$PWD/.carry-s4}; R=$PWD
 run timm 330 python3 benchmarks/unprofiled_check.py collect --out $W/cal --ext $CARRY/ext --job-timeout 110 --part B --names timm-plain,timm-kineto,timm-nsys,timm-long --deadline 300
 rm -rf $W/cal/images $W/cal/timm-out
-python3 $C/scripts/synth_data.py text $W/txt > $L/synth_text.log 2>&1
+hf_job
 AP="advisor profile -q --wait 20 --steps 6 --then continue"
-HF="$C/hf/run_clm.py --model_type gpt2 --tokenizer_name $W/txt/tokenizer --train_file $W/txt/train.txt --do_train --output_dir $W/hfo --per_device_train_batch_size 8 --block_size 1024 --report_to none --save_strategy no --logging_steps 10 --preprocessing_num_workers 8 --max_steps 70 --bf16 --torch_compile True"
+HF="$HF --max_steps 70 --bf16 --torch_compile True"
 cd $W
 run hf_bf16_compile_ro 200 $AP --out $W/traces/hf_ro --json $W/traces/hf_ro.json $HF --torch_compile_mode reduce-overhead
 (cd $W && tar -cf $OUT/res.tar --exclude='*.json.gz' cal traces)
-tar -czf $OUT/logs.tgz -C $W logs; ls -la $OUT
+ship_logs
