@@ -55,7 +55,7 @@ def refit(analysis, measured_ns: float) -> float | None:
     The what-ifs replay the host's time between launches; when the profiler's cost left in it is
     wrong, every fix that frees the host is wrong with it: on HF run_clm.py (GPT-2 bf16,
     torch.compile) the replay kept 93 ms of a step measured at 48.7 ms, and `uncaptured-cuda-graph`
-    promised 2.46x for a fix measured at 1.05x; fitted (costs x2.07), 1.30x. Only torch.profiler
+    promised 2.46x for a fix measured at 1.05x; fitted (costs x2.07), 1.29x. Only torch.profiler
     windows: outside an nsys window the steps still run under nsys's interception, so they are
     not the unprofiled step the costs could be fitted to."""
     from advisor.analysis import analyze_graph

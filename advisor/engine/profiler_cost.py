@@ -221,12 +221,8 @@ def fit_to_step(graph: OpGraph, steps: Sequence[Step], cal: Calibration,
     speed varies between them (and torch.compile's generated code is traced at a different cost
     per call); the measured step of the same run is the ground truth a replay can be fitted to,
     which the estimates then rest on."""
-    from advisor.engine.whatif import Simulation
-
     def replay(k: float) -> float:
-        sim = Simulation(graph, steps)
-        remove(sim, scaled(cal, k, cal.measured))
-        return sim.run().median_ns
+        return replay_median_ns(graph, scaled(cal, k, cal.measured), steps)
 
     lo, hi = 0.0, MAX_SCALE
     if replay(hi) >= measured_ns:
@@ -247,12 +243,15 @@ def fit_to_step(graph: OpGraph, steps: Sequence[Step], cal: Calibration,
     return scaled(cal, k, why), k
 
 
-def replay_median_ns(graph: OpGraph, cal: Calibration) -> float:
-    """The median analysed step replayed with ``cal`` removed (for fitting and checks)."""
+def replay_median_ns(graph: OpGraph, cal: Calibration,
+                     steps: Sequence[Step] | None = None) -> float:
+    """The median step replayed with ``cal`` removed (for fitting and checks); ``steps``: the
+    analysed steps unless given."""
     from advisor.engine.context import analysed_steps
     from advisor.engine.whatif import Simulation
 
-    steps = analysed_steps(graph)
+    if steps is None:
+        steps = analysed_steps(graph)
     if not steps:
         return 0.0
     sim = Simulation(graph, steps)

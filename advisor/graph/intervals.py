@@ -1,6 +1,7 @@
-"""Union of time intervals: how long a set of possibly overlapping spans covers, and the gaps
-between them. The step breakdown (GPU busy and idle per step), the whole-trace summary and the
-CPU-bound-loss rule (GPU idle inside the loss) all measure coverage this one way."""
+"""Union of time intervals: how long a set of possibly overlapping spans covers, the gaps
+between them, and the merged spans. The step breakdown (GPU busy and idle per step), the
+whole-trace summary, the CPU-bound-loss rule (GPU idle inside the loss), the job summaries
+(compute, communication) and the compiled regions a CUDA graph would capture all use these."""
 
 from __future__ import annotations
 
@@ -23,3 +24,16 @@ def union_length(intervals: Iterable[tuple[int, int]]) -> tuple[int, list[tuple[
             cur_e = e
     total += cur_e - cur_s
     return total, gaps
+
+
+def merge(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of ``intervals`` as sorted, disjoint spans (touching ones joined, empty dropped)."""
+    out: list[list[int]] = []
+    for s, e in sorted(intervals):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]

@@ -6,6 +6,7 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 
+from advisor.graph.intervals import merge
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
 
 _LOSS_OP = re.compile(r"loss|cross_entropy|nll_|criterion", re.I)
@@ -193,13 +194,7 @@ def compiled_regions(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, i
                     if r.name.startswith(prefix):
                         found.append((r.start_ns, r.end_ns))
         if found:
-            merged: list[tuple[int, int]] = []
-            for a, b in sorted(found):
-                if merged and a < merged[-1][1]:  # nested or overlapping: one region
-                    merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-                else:
-                    merged.append((a, b))
-            return merged
+            return merge(found)  # nested or overlapping calls: one region
     return []
 
 

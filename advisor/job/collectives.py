@@ -81,18 +81,6 @@ def host_collective(name: str) -> str | None:
 Interval = tuple[int, int]
 
 
-def merge(intervals: Iterable[Interval]) -> list[Interval]:
-    out: list[list[int]] = []
-    for s, e in sorted(intervals):
-        if e <= s:
-            continue
-        if out and s <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    return [(s, e) for s, e in out]
-
-
 def total(intervals: Iterable[Interval]) -> int:
     return sum(e - s for s, e in intervals)
 

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from advisor.graph.intervals import merge
 from advisor.graph.kernels import classify
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, Step
 from advisor.job.collectives import (
@@ -25,7 +26,6 @@ from advisor.job.collectives import (
     intersection_ns,
     is_communication,
     kernel_collective,
-    merge,
     total,
 )
 
