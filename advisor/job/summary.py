@@ -62,9 +62,9 @@ class StepSummary:
     collectives: list[Collective] = field(default_factory=list)
     host_collectives: dict[str, int] = field(default_factory=dict)  # host range time per collective
     host_wait_on_comm_ns: int = 0  # host calls held until a communication kernel ended
-    # the step on the host thread minus the time its calls were held waiting for any GPU op:
-    # the host's own work, the least the step can take on that rank whatever the others do
-    # (0 where the rank's steps are another process's windows)
+    # the step on the host thread minus the time its calls were held by the device
+    # (`_blocked_ns`): the host's own work, the least the step can take on that rank whatever the
+    # others do (0 where the rank's steps are another process's windows, or the rank is GPU-bound)
     host_own_ns: int = 0
     # host time of the rank's gradient communication on any of its threads (outermost
     # collective ranges and DDP's reducer work: on autograd's thread during backward): what a
@@ -119,7 +119,7 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
     ops_by_pid: dict[int, list[GpuOp]] = defaultdict(list)
     for op in graph.gpu_ops:
         ops_by_pid[op.pid].append(op)
-    waits, all_waits = _host_waits(graph)
+    waits = _comm_waits(graph)
     out = []
     for pid in pids:
         notes: list[str] = []
@@ -133,8 +133,7 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
         devices = Counter(o.device for o in ops)
         device = devices.most_common(1)[0][0] if devices else None
         gpu = next((g.name for g in graph.info.gpus if g.device == device), "")
-        summaries = [_step(graph, s, pid, ops, waits.get(pid, []), all_waits.get(pid, []))
-                     for s in own or []]
+        summaries = [_step(graph, s, pid, ops, waits.get(pid, [])) for s in own or []]
         rank = graph.info.rank if len(pids) == 1 else None
         out.append(RankSummary(
             path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
@@ -144,21 +143,15 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
     return out
 
 
-Waits = dict[int, list[tuple[int, int]]]
-
-
-def _host_waits(graph: OpGraph) -> tuple[Waits, Waits]:
-    """Per process, (host start, held ns) of every host call that waited on a collective, and
-    of every host call that waited on any GPU op."""
+def _comm_waits(graph: OpGraph) -> dict[int, list[tuple[int, int]]]:
+    """Per process, (host start, held ns) of every host call that waited on a collective."""
     from advisor.graph.syncs import host_waits
 
-    comm: Waits = defaultdict(list)
-    every: Waits = defaultdict(list)
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for w in host_waits(graph):
-        every[w.call.pid].append((w.call.start_ns, w.wait_ns))
         if is_communication(w.op):
-            comm[w.call.pid].append((w.call.start_ns, w.wait_ns))
-    return comm, every
+            out[w.call.pid].append((w.call.start_ns, w.wait_ns))
+    return out
 
 
 GPU_BOUND = 0.9
@@ -174,24 +167,22 @@ def _blocked_ns(graph: OpGraph, step: Step) -> int:
     synchronous copies, frees: `api_names.may_block`), whether or not the trace links the wait
     to the GPU op it waited for (many traces do not), and the part of any other CUDA call
     beyond `LONG_CALL_NS` (a GPU-bound rank's launches block once the launch queue is full)."""
-    from bisect import bisect_left
-
     from advisor.graph.api_names import may_block
 
     calls = graph.api_calls
     starts = graph.api_call_starts
-    total = 0
+    held = 0
     for c in calls[bisect_left(starts, step.cpu_start_ns):bisect_left(starts, step.cpu_end_ns)]:
         if c.pid == step.pid and c.tid == step.tid:
             ns = min(c.end_ns, step.cpu_end_ns) - c.start_ns
-            total += ns if may_block(c.name) else max(0, ns - LONG_CALL_NS)
-    return total
+            held += ns if may_block(c.name) else max(0, ns - LONG_CALL_NS)
+    return held
 
 
 def _host_comm_ns(graph: OpGraph, step: Step) -> int:
     """Host time per step, on every thread of the step's process, in outermost collective ranges
     (``c10d::allreduce_`` holding ``nccl:all_reduce``) and DDP's per-bucket reducer ranges."""
-    total = 0
+    ns = 0
     for pid, tid in graph.range_threads:
         if pid != step.pid:
             continue
@@ -200,13 +191,13 @@ def _host_comm_ns(graph: OpGraph, step: Step) -> int:
             if r.start_ns < covered:
                 continue
             if host_collective(r.name) or r.name.startswith(REDUCER_RANGES):
-                total += r.duration_ns
+                ns += r.duration_ns
                 covered = r.end_ns
-    return total
+    return ns
 
 
 def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
-          waits: list[tuple[int, int]], all_waits: list[tuple[int, int]] = ()) -> StepSummary:
+          waits: list[tuple[int, int]]) -> StepSummary:
     lo = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
     hi = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
     starts = [o.start_ns for o in ops]
@@ -237,17 +228,18 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
             covered = r.end_ns
     waited = sum(ns for t, ns in waits if step.cpu_start_ns <= t < step.cpu_end_ns)
     held = _blocked_ns(graph, step) if own else 0
+    compute_ns = total(comp_u)
     comm_ns = total(comm_u)
     return StepSummary(
         index=step.index, start_ns=lo, end_ns=hi,
-        compute_ns=total(comp_u), comm_ns=comm_ns,
+        compute_ns=compute_ns, comm_ns=comm_ns,
         exposed_comm_ns=comm_ns - intersection_ns(comm_u, comp_u),
         idle_ns=(hi - lo) - total(busy), host_ns=step.cpu_ns,
         phase_ns={k: sum(e - s for s, e in v) for k, v in step.phases.items()} if step.pid == pid else {},
         phase_count={k: len(v) for k, v in step.phases.items()} if step.pid == pid else {},
         collectives=collectives, host_collectives=dict(host_coll), host_wait_on_comm_ns=waited,
         # no floor where the GPU computes most of the step: the GPU is that rank's limit
-        host_own_ns=(step.cpu_ns - held if own and total(comp_u) < GPU_BOUND * (hi - lo) else 0),
+        host_own_ns=(step.cpu_ns - held if own and compute_ns < GPU_BOUND * (hi - lo) else 0),
         host_comm_ns=_host_comm_ns(graph, step) if own else 0,
         kernel_ns=dict(kernel_ns.most_common(TOP_KERNELS)), category_ns=dict(category_ns))
 

@@ -60,21 +60,19 @@ class LoadImbalance(JobRule):
         if len(job.rank_ids) < 3 or not job.pace or max(job.pace.values()) >= 0.5:
             return  # two ranks or one dominant rank: that is `straggler-rank`
 
-        def balanced(r, st, share=1.0):
-            mean = statistics.mean(st.rank_busy_ns.values())
-            return share * max(0.0, st.rank_busy_ns[r] - mean)
-
-        def floor_balanced(r, st, share=1.0):  # the hosts' own work, balanced the same way
-            if not st.rank_floor_ns:
+        def balanced(r, st, share=1.0, field="rank_busy_ns"):  # or the hosts' floors
+            work = getattr(st, field)
+            if not work:
                 return 0.0
-            mean = statistics.mean(st.rank_floor_ns.values())
-            return share * max(0.0, st.rank_floor_ns.get(r, 0) - mean)
+            return share * max(0.0, work.get(r, 0) - statistics.mean(work.values()))
+
+        def floor(r, st, share=1.0):
+            return balanced(r, st, share, "rank_floor_ns")
 
         est = job_estimate(job, balanced, lambda r, st: balanced(r, st, 0.5), balanced,
                            "job replay: every rank's own work at the mean over ranks",
                            ["work can be moved between ranks"],
-                           floor=(floor_balanced, lambda r, st: floor_balanced(r, st, 0.5),
-                                  floor_balanced))
+                           floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
         busy = job.median_by_rank("rank_busy_ns")
         spread = max(busy.values()) - min(busy.values())
         pacers = [r for r, v in job.pace.items() if v >= 0.1]

@@ -85,23 +85,21 @@ class StragglerRank(JobRule):
             return
         others = [r for r in job.rank_ids if r != s.rank]
 
-        def closed(r, st, share=1.0):
-            if r != s.rank:
+        def closed(r, st, share=1.0, field="rank_busy_ns"):  # or the hosts' floors
+            work = getattr(st, field)
+            if r != s.rank or not work:
                 return 0.0
-            target = statistics.median(st.rank_busy_ns[o] for o in others)
-            return share * max(0.0, st.rank_busy_ns[r] - target)
+            target = statistics.median(work.get(o, 0) for o in others)
+            return share * max(0.0, work.get(r, 0) - target)
 
-        def floor_closed(r, st, share=1.0):
-            if r != s.rank or not st.rank_floor_ns:
-                return 0.0
-            target = statistics.median(st.rank_floor_ns.get(o, 0) for o in others)
-            return share * max(0.0, st.rank_floor_ns.get(r, 0) - target)
+        def floor(r, st, share=1.0):
+            return closed(r, st, share, "rank_floor_ns")
 
         est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
                            "job replay: the straggler's own work per step (GPU and host) at the "
                            "median other rank's",
                            ["the other ranks' work does not change"],
-                           floor=(floor_closed, lambda r, st: floor_closed(r, st, 0.5), floor_closed))
+                           floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
         own = [f["rule"] for f in job.rank_findings if s.rank in f["ranks"] and not f["all_ranks"]]
         parts = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in s.spent_on.items())
         message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
