@@ -112,7 +112,7 @@ def _rename_ranges(path: Path, names: list[str]) -> None:
 class CudaProfilerRecorder:
     """cudaProfilerStart/Stop around the window, for `nsys profile --capture-range=cudaProfilerApi`.
 
-    With ``shapes`` the capture opens one step early, on a shape probe: that step runs under
+    The capture opens one step early, on a shape probe: that step runs under
     ``torch.autograd.profiler.emit_nvtx(record_shapes=True)``, so every operator (backward ones
     on autograd's threads included) leaves an NVTX range with its input sizes, and the session
     names the step `SHAPE_PROBE_RANGE` instead of ``step N``. An nsys trace has no operator
@@ -122,8 +122,7 @@ class CudaProfilerRecorder:
     kind = "nsys"
     marks_profiler = False
 
-    def __init__(self, shapes: bool = True) -> None:
-        self.shapes = shapes
+    def __init__(self) -> None:
         self.probing = False  # the step now running is the shape probe
         self._probe = None  # the emit_nvtx context while it is open
         self._started = False
@@ -136,8 +135,6 @@ class CudaProfilerRecorder:
         return False
 
     def prepare(self) -> None:
-        if not self.shapes:
-            return
         self._capture()
         import torch.autograd.profiler as autograd_profiler
 

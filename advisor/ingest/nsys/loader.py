@@ -37,6 +37,7 @@ from advisor.graph.model import (
     GpuOpKind,
     OpGraph,
     RangeSource,
+    Step,
     SyncKind,
     SyncWait,
     TraceInfo,
@@ -135,7 +136,7 @@ class _Loader:
         graph.probe_gemm_sizes = self._probe_gemm_sizes(graph.steps)
         return graph
 
-    def _probe_gemm_sizes(self, steps: list | None = None) -> dict:
+    def _probe_gemm_sizes(self, steps: list[Step]) -> dict:
         """GEMM sizes per kernel signature from the shape-probe step `advisor profile --nsys`
         records before its window (`advisor.graph.gemm_shapes`): that step alone is read, into
         a graph of its own, so its operator ranges never reach the analysed steps."""
