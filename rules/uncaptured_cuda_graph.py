@@ -75,6 +75,16 @@ def graphs_available(graph: OpGraph) -> bool:
     return True
 
 
+# The frameworks' knobs for CUDA graphs, the same whether the step is compiled already or not.
+_HF_GRAPHS = ("args = TrainingArguments(..., torch_compile=True,\n"
+              "                         torch_compile_mode=\"reduce-overhead\")  # CUDA graphs")
+_LIGHTNING_GRAPHS = ("model = torch.compile(model, mode=\"reduce-overhead\")   # the LightningModule\n"
+                     "trainer.fit(model, datamodule=dm)")
+_ACCELERATE_GRAPHS = ("from accelerate.utils import TorchDynamoPlugin\n"
+                      "accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend=\"inductor\",\n"
+                      "                                                          mode=\"reduce-overhead\"))")
+
+
 class UncapturedCudaGraph(Rule):
     """A launch-bound step runs eagerly instead of replaying a CUDA graph.
 
@@ -172,21 +182,17 @@ class UncapturedCudaGraph(Rule):
             "launch-bound",
             "Compile with CUDA graphs: TrainingArguments(torch_compile=True, "
             "torch_compile_mode=\"reduce-overhead\")",
-            "args = TrainingArguments(..., torch_compile=True,\n"
-            "                         torch_compile_mode=\"reduce-overhead\")  # CUDA graphs",
+            _HF_GRAPHS,
             framework="hf-trainer", kind="config"),
         FixVariant(
             "launch-bound",
             "Compile the LightningModule with mode=\"reduce-overhead\" (CUDA graphs) before fit",
-            "model = torch.compile(model, mode=\"reduce-overhead\")   # the LightningModule\n"
-            "trainer.fit(model, datamodule=dm)",
+            _LIGHTNING_GRAPHS,
             framework="lightning"),
         FixVariant(
             "launch-bound",
             "Compile with CUDA graphs through accelerate's dynamo plugin (mode=\"reduce-overhead\")",
-            "from accelerate.utils import TorchDynamoPlugin\n"
-            "accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend=\"inductor\",\n"
-            "                                                          mode=\"reduce-overhead\"))",
+            _ACCELERATE_GRAPHS,
             framework="accelerate"),
         FixVariant(
             "launch-bound-compiled",
@@ -198,22 +204,18 @@ class UncapturedCudaGraph(Rule):
             "launch-bound-compiled",
             "Replay the compiled graphs as CUDA graphs: TrainingArguments(torch_compile_mode="
             "\"reduce-overhead\")",
-            "args = TrainingArguments(..., torch_compile=True,\n"
-            "                         torch_compile_mode=\"reduce-overhead\")  # CUDA graphs",
+            _HF_GRAPHS,
             framework="hf-trainer", kind="config"),
         FixVariant(
             "launch-bound-compiled",
             "Replay the compiled graphs as CUDA graphs: compile with mode=\"reduce-overhead\"",
-            "model = torch.compile(model, mode=\"reduce-overhead\")   # the LightningModule\n"
-            "trainer.fit(model, datamodule=dm)",
+            _LIGHTNING_GRAPHS,
             framework="lightning"),
         FixVariant(
             "launch-bound-compiled",
             "Replay the compiled graphs as CUDA graphs: accelerate's dynamo plugin with "
             "mode=\"reduce-overhead\"",
-            "from accelerate.utils import TorchDynamoPlugin\n"
-            "accelerator = Accelerator(dynamo_plugin=TorchDynamoPlugin(backend=\"inductor\",\n"
-            "                                                          mode=\"reduce-overhead\"))",
+            _ACCELERATE_GRAPHS,
             framework="accelerate"),
     )
     explained_by: ClassVar[Mapping[str, str]] = {

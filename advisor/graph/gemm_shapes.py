@@ -20,7 +20,6 @@ Two sources, in order:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
 
 from advisor.graph.kernels import input_shapes
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -70,12 +69,11 @@ def launched_gemm_sizes(graph: OpGraph, op: GpuOp) -> Sizes | None:
     return None
 
 
-def sizes_by_signature(graph: OpGraph, ops: Iterable[GpuOp] | None = None
-                       ) -> dict[Signature, tuple[tuple[Sizes, int], ...]]:
+def sizes_by_signature(graph: OpGraph) -> dict[Signature, tuple[tuple[Sizes, int], ...]]:
     """Every kernel signature launched by a GEMM operator with known sizes -> (sizes, kernel
     duration) of each such launch, one entry per distinct sizes (the shortest duration)."""
     out: dict[Signature, dict[Sizes, int]] = defaultdict(dict)
-    for op in graph.gpu_ops if ops is None else ops:
+    for op in graph.gpu_ops:
         if op.kind is not GpuOpKind.KERNEL:
             continue
         sizes = launched_gemm_sizes(graph, op)
