@@ -63,7 +63,7 @@ class Straggler:
     excess_ns: float  # per step: how much longer it worked than the median other rank
     others_waiting_ns: float  # per step, the median other rank's waiting
     spent_on: dict[str, float]  # where the excess went, ns per step
-    cause: str  # "input pipeline", "host work", "slower kernels", "clocks", "more work"
+    cause: str  # "input pipeline", "host work", "slower host ...", "slower kernels ...", "more work ..."
     evidence: dict[str, float] = field(default_factory=dict)
 
 
@@ -365,13 +365,66 @@ def find_straggler(job: Job, per_rank: dict[int, dict[int, StepSummary]]) -> Str
     evidence["median_kernel_time_ratio"] = kernel_ratio
     main = max(spent, key=spent.get)
     if main.startswith("GPU idle"):
-        cause = "input pipeline" if evidence["data_phase_ns"] > 0.5 * spent[main] else "host work"
+        slower = uniform_host_slowdown(per_rank, s, others, indices)
+        if slower:
+            evidence["host_slowdown_ratio"] = slower
+        # the data phase against the host's own extra work where the ranks have host floors: a
+        # host-bound rank's peers spin in the all-reduce, so their GPU idle understates theirs
+        floor_excess = (med(s, lambda x: x.host_own_ns) - others_med(lambda x: x.host_own_ns))
+        evidence["host_floor_ns"] = floor_excess
+        if evidence["data_phase_ns"] > 0.5 * (floor_excess if floor_excess > 0 else spent[main]):
+            cause = "input pipeline"
+        else:
+            cause = "slower host (the same work in every phase)" if slower else "host work"
     elif main == "compute kernels":
         cause = "slower kernels (clocks or a slower GPU)" if kernel_ratio > 1.05 else "more work on this rank"
     else:
         cause = "slower communication links"
     return Straggler(rank=s, excess_ns=excess, others_waiting_ns=statistics.median(wait[r] for r in others),
                      spent_on=spent, cause=cause, evidence=evidence)
+
+
+MAIN_PHASE_SHARE = 0.10
+"""A phase counts in the slowdown test when it holds at least this share of the others' host step:
+smaller phases (a 0.3 ms data fetch) vary by their own noise and would decide nothing."""
+
+
+def uniform_host_slowdown(per_rank: dict[int, dict[int, StepSummary]], rank: int, others: list[int],
+                          indices: list[int]) -> float | None:
+    """How much slower ``rank``'s host ran the same work, when the slowdown is spread over its main
+    phases like the step itself; None when some phase holds the excess or the ranks differ.
+
+    Why: a rank that does more host work (rank-0 logging, a checkpoint, a starved loader) shows it
+    in one phase, which names the code to move. When instead every main phase (forward, backward,
+    each at least `MAIN_PHASE_SHARE` of the step) is slower by a similar factor, with as many
+    phase runs as the others, the code is the same and the CPU is not: oversubscribed cores
+    (DataLoader workers, other ranks' threads), a rank far from its GPU's NUMA node, lower clocks,
+    or the profiler itself. On the H200 2-GPU validation run (docs/multigpu.md) the baseline's
+    rank 1 ran forward 1.43x and backward 1.38x slower than rank 0 under torch.profiler and at
+    the same pace under nsys: moving "host work" would have been the wrong advice.
+    """
+    def med(r: int, phase: str, field: str = "phase_ns") -> float:
+        return statistics.median(getattr(per_rank[r][i], field).get(phase, 0) for i in indices)
+
+    phases = {p for i in indices for r in (rank, *others) for p in per_rank[r][i].phase_ns}
+    if not phases:
+        return None
+    mine = {p: med(rank, p) for p in phases}
+    theirs = {p: statistics.median(med(o, p) for o in others) for p in phases}
+    if any(med(rank, p, "phase_count") != statistics.median(med(o, p, "phase_count") for o in others)
+           for p in phases):
+        return None  # a different number of micro-batches or phase runs: different work
+    total_mine, total_theirs = sum(mine.values()), sum(theirs.values())
+    if total_theirs <= 0 or total_mine <= total_theirs:
+        return None
+    ratio = total_mine / total_theirs
+    main = [p for p in phases if theirs[p] >= MAIN_PHASE_SHARE * total_theirs]
+    if len(main) < 2:
+        return None
+    # each main phase carries at least half the step's relative slowdown: no phase holds it alone
+    if all(mine[p] / theirs[p] - 1 >= 0.5 * (ratio - 1) for p in main):
+        return ratio
+    return None
 
 
 # ----- per-rank findings -----------------------------------------------------------------------

@@ -19,6 +19,13 @@ _FIXES = {
         "off the critical path",
         "if rank == 0 and step % log_every == 0:  # not every step; or hand it to a thread\n"
         "    log(metrics)"),
+    "slower host (the same work in every phase)": Fix(
+        "Give the slow rank's host the cores it needs: bind each rank to its GPU's NUMA node and "
+        "keep DataLoader workers and threads from oversubscribing the CPUs",
+        "torchrun --numa-binding=node --nproc-per-node=<gpus> train.py  # torch >= 2.9; else numactl\n"
+        "# and ranks x (num_workers + 1) + OMP_NUM_THREADS <= physical cores per node\n"
+        "# check first without a profiler: a profiler's cost can differ between ranks",
+        kind="config"),
     "slower kernels (clocks or a slower GPU)": Fix(
         "Check the slow rank's GPU: clocks, power or thermal throttling, a degraded part",
         "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <gpu of that rank>", kind="config"),
@@ -38,8 +45,10 @@ class StragglerRank(JobRule):
     ---------------
     The rank whose late entries into collectives make up most of the job graph's critical path,
     and what it spent the extra time on, from its own trace: GPU idle with a longer data phase
-    (input pipeline), GPU idle otherwise (host work), the same kernels running slower (clocks or
-    a slower GPU), more kernel time (more work), or longer transfers (links).
+    (input pipeline), GPU idle with every main phase slower by a like factor and the same phase
+    runs (a slower host: the CPU, not the code), GPU idle otherwise (host work), the same kernels
+    running slower (clocks or a slower GPU), more kernel time (more work), or longer transfers
+    (links).
 
     Why it is slow
     --------------
@@ -65,7 +74,9 @@ class StragglerRank(JobRule):
     Speedup model
     -------------
     The straggler's own work per step falls to the median other rank's; the job's step is then
-    the slowest rank's own work (low: half of the gap closed).
+    the slowest rank's own work (low: half of the gap closed). A slower host (same work, every
+    phase slower) closes half of the gap (low: none, high: all), with heuristic confidence: the
+    trace shows that the CPU was slower, not whether binding will make it faster.
 
     Known false positives
     ---------------------
@@ -95,19 +106,33 @@ class StragglerRank(JobRule):
         def floor(r, st, share=1.0):
             return closed(r, st, share, "rank_floor_ns")
 
-        est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
-                           "job replay: the straggler's own work per step (GPU and host) at the "
-                           "median other rank's",
-                           ["the other ranks' work does not change"],
-                           floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
+        if s.cause.startswith("slower host"):
+            # the same code ran slower on that CPU: binding or fewer threads may close all of the
+            # gap, or none of it where the profiler or a passing load made it; half is the middle
+            est = job_estimate(job, lambda r, st: closed(r, st, 0.5), lambda r, st: 0.0, closed,
+                               "job replay: half of the gap between the straggler's host and the "
+                               "median other rank's closed (low: none, high: all)",
+                               ["the gap comes from the CPU the rank runs on, not from its code",
+                                "the other ranks' work does not change"],
+                               floor=(lambda r, st: floor(r, st, 0.5), lambda r, st: 0.0, floor))
+            confidence = Confidence.HEURISTIC
+        else:
+            est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
+                               "job replay: the straggler's own work per step (GPU and host) at "
+                               "the median other rank's",
+                               ["the other ranks' work does not change"],
+                               floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
+            confidence = Confidence.MODELED
         own = [f["rule"] for f in job.rank_findings if s.rank in f["ranks"] and not f["all_ranks"]]
         parts = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in s.spent_on.items())
         message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
                    f"the others wait {s.others_waiting_ns / 1e6:.2f} ms per step for it; it spends "
                    f"{s.excess_ns / 1e6:.2f} ms more per step on its own work ({parts}); cause: {s.cause}"
+                   + (f", every main phase {s.evidence['host_slowdown_ratio']:.2f}x slower"
+                      if "host_slowdown_ratio" in s.evidence else "")
                    + (f"; its own trace also shows {', '.join(own)}" if own else ""))
         q = {"straggler_rank": s.rank, "excess_ns": s.excess_ns, "others_waiting_ns": s.others_waiting_ns,
              **{f"spent_{k.split(' ')[0].lower()}_ns": v for k, v in s.spent_on.items()}, **s.evidence}
         yield JobFinding(self.name, self.code, message, (s.rank,),
                          Evidence(steps=tuple(st.index for st in job.steps), quantities=q),
-                         _FIXES[s.cause], est, Confidence.MODELED)
+                         _FIXES[s.cause], est, confidence)

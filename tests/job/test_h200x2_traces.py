@@ -1,0 +1,92 @@
+"""The job rules on the real 2-GPU DDP run (H200 x2, NCCL): every variant's torch.profiler rank
+traces and the slow rank's nsys export, with the speedups its fixes measured without a profiler.
+
+The traces are `benchmarks/scenarios/ddp-job/run_h200x2.sh`'s, cut to the events a rank summary
+reads (`advisor.job.slim_trace`, which `test_slim_trace.py` checks against the whole traces); the
+figures are in `fixtures/jobs/h200x2-ddp/validate_job.txt` and docs/multigpu.md. What these tests
+hold: the right rank, cause and fix where the run had a straggler, an estimate near what the fix
+measured, the no_sync fix named under accumulation, and no input-pipeline or host-work blame
+where every rank ran the same code.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+
+import pytest
+
+from advisor.engine.rule import Confidence
+from advisor.job.api import analyze_job
+from tests.conftest import ROOT
+
+RUN = ROOT / "fixtures" / "jobs" / "h200x2-ddp"
+MEASURED_MS = json.loads((RUN / "measured.json").read_text())["step_ms"]
+BAND = 1.35  # estimate / measured, the band every estimate in docs/validation.md is held to
+
+
+@cache
+def job(variant: str, profiler: str = "torch"):
+    path = RUN / "torch" / variant if profiler == "torch" else RUN / "nsys" / f"{variant}.sqlite.gz"
+    return analyze_job([path], workers=1, rank_rules="none")
+
+
+def finding(j, rule: str):
+    return next((f for f in j.findings if f.rule == rule), None)
+
+
+def measured(bad: str, fixed: str) -> float:
+    return MEASURED_MS[bad] / MEASURED_MS[fixed]
+
+
+@pytest.mark.parametrize("profiler", ["torch", "nsys"])
+def test_slow_input_rank_is_named_with_its_cause_and_the_measured_gain(profiler):
+    j = job("slow-rank", profiler)
+    assert j.straggler.rank == 1  # the rank whose DataLoader had no workers
+    assert j.straggler.cause == "input pipeline"
+    f = finding(j, "straggler-rank")
+    assert f is not None and "DataLoader workers" in f.fix.title
+    ratio = f.estimate.speedup / measured("slow-rank", "slow-rank-fixed")  # 1.37x measured
+    assert 1 / BAND <= ratio <= BAND, ratio
+
+
+def test_fixed_run_has_no_input_pipeline_straggler():
+    j = job("slow-rank-fixed")
+    f = finding(j, "straggler-rank")
+    assert j.straggler is None or j.straggler.cause != "input pipeline"
+    assert f is None or f.estimate.speedup < 1.10
+
+
+def test_same_code_on_a_slower_host_is_not_blamed_on_host_work():
+    """The baseline: both ranks run the same code; under torch.profiler rank 1's host ran forward
+    1.43x and backward 1.38x slower (nsys shows them at one pace). Not "move rank-0 logging"."""
+    j = job("baseline")
+    assert j.straggler.cause.startswith("slower host")
+    assert j.straggler.evidence["host_slowdown_ratio"] > 1.2
+    f = finding(j, "straggler-rank")
+    assert f.confidence is Confidence.HEURISTIC
+    assert f.estimate.low == pytest.approx(1.0)
+    assert "NUMA" in f.fix.title and "--numa-binding" in f.fix.snippet
+
+
+def test_accumulation_without_no_sync_names_no_sync():
+    f = finding(job("accum-sync"), "exposed-communication")
+    assert f is not None
+    assert f.evidence.quantities["micro_batches"] == 4
+    assert "no_sync" in f.fix.title
+    # a gain, and not more than measured (1.31x): the host work the trace does not show is the gap
+    assert 1.0 < f.estimate.speedup <= measured("accum-sync", "accum-nosync")
+
+
+def test_no_sync_run_has_no_accumulation_finding():
+    assert finding(job("accum-nosync"), "exposed-communication") is None
+
+
+def test_every_rank_and_step_is_aligned():
+    for variant in MEASURED_MS:
+        j = job(variant)
+        assert j.rank_ids == [0, 1]
+        # of the four profiled steps the steady ones (the first may be dropped as warm-up), the
+        # same indices on both ranks
+        assert len(j.steps) >= 3
+        assert all(set(j.rank_steps[r]) >= {s.index for s in j.steps} for r in j.rank_ids)
