@@ -52,9 +52,10 @@ def sources(root: Path, variant: str) -> dict[str, list[Path]]:
         if folder.is_dir() and any(folder.glob("rank*.json.gz")):
             out["torch.profiler"] = [folder]
             break
-    nsys = root / "nsys" / f"{variant}.sqlite"
-    if nsys.is_file():
-        out["nsys"] = [nsys]
+    for nsys in (root / "nsys" / f"{variant}.sqlite", root / "nsys" / f"{variant}.sqlite.gz"):
+        if nsys.is_file():
+            out["nsys"] = [nsys]
+            break
     return out
 
 
