@@ -8,6 +8,10 @@ anti-pattern and its fix the job rule's estimate next to the speedup measured wi
 
     python benchmarks/validate_job.py FOLDER [--workers 2]
 
+Where the run timed its variants several times in turn (``--repeats``), the measured step is
+the median of the runs and the speedup's range over the runs (bad and fixed of the same turn)
+is printed beside it.
+
 The older layout (``measured.json`` beside ``<variant>/`` or ``<variant>.tar``) reads too.
 """
 
@@ -86,16 +90,19 @@ def main() -> None:
     print()
     print("| anti-pattern -> fix | rule | profiler | estimated | measured |")
     print("|---|---|---|---:|---:|")
+    runs = meta.get("step_ms_runs", {})
     for bad, good, rule in PAIRS:
         if bad not in measured or good not in measured:
             continue
         got = measured[bad] / measured[good]
+        pairs = [b / g for b, g in zip(runs.get(bad, []), runs.get(good, []), strict=False)]
+        spread = f" ({min(pairs):.2f}-{max(pairs):.2f} over {len(pairs)} runs)" if len(pairs) > 1 else ""
         for (name, profiler), job in jobs.items():
             if name != bad:
                 continue
             est = [f.estimate for f in job.findings if f.rule == rule]
             e = f"{est[0].speedup:.2f}x ({est[0].low:.2f}-{est[0].high:.2f})" if est else "not raised"
-            print(f"| {bad} -> {good} | {rule} | {profiler} | {e} | {got:.2f}x |")
+            print(f"| {bad} -> {good} | {rule} | {profiler} | {e} | {got:.2f}x{spread} |")
     sys.stdout.flush()
 
 

@@ -19,7 +19,7 @@ _FIXES = {
         "off the critical path",
         "if rank == 0 and step % log_every == 0:  # not every step; or hand it to a thread\n"
         "    log(metrics)"),
-    "slower host (the same work in every phase)": Fix(
+    "slower host (the same code ran slower)": Fix(
         "Give the slow rank's host the cores it needs: bind each rank to its GPU's NUMA node and "
         "keep DataLoader workers and threads from oversubscribing the CPUs",
         "torchrun --numa-binding=node --nproc-per-node=<gpus> train.py  # torch >= 2.9; else numactl\n"
@@ -45,8 +45,9 @@ class StragglerRank(JobRule):
     ---------------
     The rank whose late entries into collectives make up most of the job graph's critical path,
     and what it spent the extra time on, from its own trace: GPU idle with a longer data phase
-    (input pipeline), GPU idle with every main phase slower by a like factor and the same phase
-    runs (a slower host: the CPU, not the code), GPU idle otherwise (host work), the same kernels
+    (input pipeline), GPU idle with the extra host time inside the phases every rank runs alike
+    (forward, loss, backward, optimizer, as many times: a slower host, the CPU and not the code),
+    GPU idle otherwise (host work outside those phases), the same kernels
     running slower (clocks or a slower GPU), more kernel time (more work), or longer transfers
     (links).
 
@@ -74,8 +75,8 @@ class StragglerRank(JobRule):
     Speedup model
     -------------
     The straggler's own work per step falls to the median other rank's; the job's step is then
-    the slowest rank's own work (low: half of the gap closed). A slower host (same work, every
-    phase slower) closes half of the gap (low: none, high: all), with heuristic confidence: the
+    the slowest rank's own work (low: half of the gap closed). A slower host (the same phases,
+    longer) closes half of the gap (low: none, high: all), with heuristic confidence: the
     trace shows that the CPU was slower, not whether binding will make it faster.
 
     Known false positives
@@ -128,7 +129,8 @@ class StragglerRank(JobRule):
         message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
                    f"the others wait {s.others_waiting_ns / 1e6:.2f} ms per step for it; it spends "
                    f"{s.excess_ns / 1e6:.2f} ms more per step on its own work ({parts}); cause: {s.cause}"
-                   + (f", every main phase {s.evidence['host_slowdown_ratio']:.2f}x slower"
+                   + (f": its model phases (forward, loss, backward, optimizer), run as often as "
+                      f"on the others, took {s.evidence['host_slowdown_ratio']:.2f}x as long"
                       if "host_slowdown_ratio" in s.evidence else "")
                    + (f"; its own trace also shows {', '.join(own)}" if own else ""))
         q = {"straggler_rank": s.rank, "excess_ns": s.excess_ns, "others_waiting_ns": s.others_waiting_ns,

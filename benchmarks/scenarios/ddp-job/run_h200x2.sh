@@ -7,7 +7,8 @@
 #   python benchmarks/validate_job.py <files_at>      # here: unpacks, analyses, prints the tables
 #
 # 1. One torchrun runs every variant (baseline, slow-rank(+fixed), accum-sync/nosync, tiny-bucket):
-#    each timed WITHOUT a profiler (mean step of --timed steps between two synchronizations), then
+#    each timed WITHOUT a profiler (mean step of --timed steps between two synchronizations; every
+#    variant timed --repeats times in turn, the median kept: these hosts drift between runs), then
 #    traced with torch.profiler, one trace per rank.
 # 2. One torchrun per variant under `nsys profile` (the steps as NVTX ranges; no timing), exported
 #    to SQLite: one report holding every rank's process.
@@ -21,13 +22,13 @@ SCRIPT=$HERE/train_ddp.py
 W=/tmp/ddp-validation
 VARIANTS=${VARIANTS:-baseline,slow-rank,slow-rank-fixed,accum-sync,accum-nosync,tiny-bucket}
 DEVICE=${DEVICE:-cuda}  # cpu: the same script on gloo (the CPU check of its logic)
-read -ra SIZE <<< "${SIZE_ARGS:---batch 4 --work 300 --workers 6}"
+read -ra SIZE <<< "${SIZE_ARGS:---batch 16 --work 300 --workers 6 --repeats 3}"
 rm -rf "$W" && mkdir -p "$W/torch" "$W/nsys"
 { nvidia-smi -L 2>/dev/null || echo "no GPU: --device $DEVICE"; } | tee "$W/log.txt"
 quiet() { grep -v -e USDT -e UserWarning -e 'self.blocks'; }
 
 echo "== timed unprofiled + torch.profiler ==" | tee -a "$W/log.txt"
-timeout 240 torchrun --standalone --nproc_per_node="$NPROC" "$SCRIPT" --out "$W/torch" \
+timeout "${TORCH_TIMEOUT:-380}" torchrun --standalone --nproc_per_node="$NPROC" "$SCRIPT" --out "$W/torch" \
     --device "$DEVICE" --variants "$VARIANTS" "${SIZE[@]}" 2>&1 | quiet | tee -a "$W/log.txt"
 cp "$W/torch/measured.json" "$W/measured.json" 2>/dev/null
 
@@ -42,7 +43,7 @@ if [ -f .device-kit/nsys-env.sh ]; then
         timeout 70 nsys profile -t cuda,nvtx,osrt --sample=none --cpuctxsw=none -f true \
             -o "$W/nsys/$v" torchrun --standalone --nproc_per_node="$NPROC" "$SCRIPT" \
             --out "$W/nsys-run" --device "$DEVICE" --variants "$v" --capture nsys --warmup 5 \
-            "${SIZE[@]}" --timed 0 \
+            "${SIZE[@]}" --timed 0 --repeats 1 \
             2>&1 | quiet | tail -3 | tee -a "$W/log.txt"
         nsys export --type sqlite -f true -o "$W/nsys/$v.sqlite" "$W/nsys/$v.nsys-rep" >/dev/null 2>&1 \
             || echo "nsys export of $v failed" | tee -a "$W/log.txt"

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import gzip
 import json
+import multiprocessing as mp
 import os
 import shutil
 import tarfile
@@ -106,7 +108,7 @@ def mark(name: str, nvtx: bool):
                 torch.cuda.nvtx.range_pop()
 
 
-def run_variant(name, args, rank, world, device):
+def run_variant(name, args, rank, world, device, traced=True):
     slow, accum, nosync, bucket = VARIANTS[name]
     torch.manual_seed(0)
     model = GPT(args.vocab, args.dim, args.layers, args.heads, args.seq).to(device)
@@ -154,6 +156,10 @@ def run_variant(name, args, rank, world, device):
         step()
     sync()
     mean_ms = (time.perf_counter() - t0) / args.timed * 1e3 if args.timed else float("nan")
+    if not traced:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        return mean_ms
     if args.capture == "nsys":  # nsys records the whole process: name the steps it should analyse
         for k in range(args.profiled):
             with mark(f"step {k}", nvtx):
@@ -202,6 +208,10 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--timed", type=int, default=20)
     ap.add_argument("--profiled", type=int, default=4)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="time the variants this many times, in turn (traced only the first time): "
+                         "host-bound steps move between runs; measured.json keeps every run and "
+                         "their median")
     ap.add_argument("--capture", choices=("torch", "nsys"), default="torch",
                     help="torch: time each variant, then trace it with torch.profiler; nsys: the "
                          "profiled steps as NVTX ranges, to run under `nsys profile`")
@@ -212,15 +222,22 @@ def main() -> None:
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0))) if args.device == "cuda" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    results = {}
-    for name in args.variants.split(","):
-        results[name] = run_variant(name, args, rank, world, device)
-        if rank == 0 and args.capture == "torch":
-            print(f"{name}: {results[name]:.2f} ms per step (unprofiled, mean of {args.timed})", flush=True)
-            meta = {"world_size": world, "torch": torch.__version__, "args": vars(args), "step_ms": results,
-                    "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"}
-            for where in {args.out, args.pack or args.out}:
-                Path(where, "measured.json").write_text(json.dumps(meta, indent=2))
+    runs: dict[str, list[float]] = {}
+    for rep in range(max(1, args.repeats)):  # in turn, so a drift of the host hits every variant
+        for name in args.variants.split(","):
+            runs.setdefault(name, []).append(run_variant(name, args, rank, world, device, traced=rep == 0))
+            # the variant's model, DDP reducer and DataLoader workers go before the next one starts:
+            # a previous variant's live workers would compete for the host this one is bound by
+            gc.collect()
+            if rank == 0 and args.capture == "torch":
+                print(f"{name}: {runs[name][-1]:.2f} ms per step (unprofiled, mean of {args.timed}, "
+                      f"run {rep + 1}; {len(mp.active_children())} child processes left)", flush=True)
+                meta = {"world_size": world, "torch": torch.__version__, "args": vars(args),
+                        "step_ms": {k: float(np.median(v)) for k, v in runs.items()},
+                        "step_ms_runs": runs,
+                        "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu"}
+                for where in {args.out, args.pack or args.out}:
+                    Path(where, "measured.json").write_text(json.dumps(meta, indent=2))
     dist.destroy_process_group()
 
 
