@@ -55,6 +55,7 @@ class JobStep:
     # the GPU): a rank cannot step faster than that, however long its GPU spun in a collective
     # meanwhile (`advisor.job.rule.job_step_ns`). Empty where the trace has no steps of its own.
     rank_floor_ns: dict[int, int] = field(default_factory=dict)
+    rank_idle_ns: dict[int, int] = field(default_factory=dict)  # the GPU ran nothing
 
 
 @dataclass
@@ -228,6 +229,7 @@ def build_job(ranks: list[RankSummary]) -> Job:
             # step, the lost time is the waiting up to the exposed communication.
             rank_busy_ns={r: ss[r].time_ns - min(waiting[(r, i)], ss[r].exposed_comm_ns) for r in ids},
             rank_floor_ns={r: ss[r].host_own_ns for r in ids},
+            rank_idle_ns={r: ss[r].idle_ns for r in ids},
         ))
     job = Job(ranks=ranks, steps=steps, collectives=_collective_stats(ids, per_rank, indices, waiting_kind),
               offsets_ns=offsets, straggler=None, pace={}, pace_collectives={}, notes=notes,
