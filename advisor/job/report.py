@@ -176,6 +176,12 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
         spent = ", ".join(f"{k} {v:+.3f} ms" for k, v in s["spent_on_ms"].items())
         console.print(f"Straggler: [bold red]rank {s['rank']}[/] ({s['cause']}): the others wait "
                       f"{s['others_waiting_ms']:.3f} ms per step; its extra work: {spent}")
+        if s["cause"].startswith("slower host"):
+            console.print("  Its forward, backward and optimizer, run as often as on the others, took "
+                          "longer: the CPU, not the code (oversubscribed cores, NUMA placement, "
+                          "clocks, or the profiler's own cost). No speedup is promised: time the "
+                          "ranks without a profiler, and check their CPU binding "
+                          "(torchrun --numa-binding=node).")
     if d["findings"]:
         console.print("[bold]Job findings[/] (estimated speedup of the job's step, best first)")
         for f in d["findings"]:

@@ -163,20 +163,35 @@ an allocation that waits for memory): its time beyond it is not the host's own w
 
 
 def _blocked_ns(graph: OpGraph, step: Step) -> int:
-    """Host time on the step's thread held by the device: inside calls that may block (syncs,
-    synchronous copies, frees: `api_names.may_block`), whether or not the trace links the wait
-    to the GPU op it waited for (many traces do not), and the part of any other CUDA call
-    beyond `LONG_CALL_NS` (a GPU-bound rank's launches block once the launch queue is full)."""
+    """Host time in the step held by the device: inside calls that may block (syncs, synchronous
+    copies, frees: `api_names.may_block`), whether or not the trace links the wait to the GPU op
+    it waited for (many traces do not), and the part of any other CUDA call beyond
+    `LONG_CALL_NS` (a GPU-bound rank's launches block once the launch queue is full).
+
+    On the step's thread, and, inside its backward phases, on the process's other threads too:
+    there the step's thread waits in ``loss.backward()`` while autograd's threads launch the
+    backward pass, so their held calls hold the step. On the H200 2-GPU validation at batch 32
+    (docs/multigpu.md) a rank waiting for a slow peer had its launches held 48 ms a step on
+    autograd's thread under torch.profiler (on the main thread under nsys); counting them as the
+    host's own work put the slow rank's fix at 1.11x where 2.49x was measured."""
     from advisor.graph.api_names import may_block
 
     calls = graph.api_calls
     starts = graph.api_call_starts
-    held = 0
+    backward = merge(step.phases.get("backward", ()))
+    held: list[tuple[int, int]] = []
     for c in calls[bisect_left(starts, step.cpu_start_ns):bisect_left(starts, step.cpu_end_ns)]:
-        if c.pid == step.pid and c.tid == step.tid:
-            ns = min(c.end_ns, step.cpu_end_ns) - c.start_ns
-            held += ns if may_block(c.name) else max(0, ns - LONG_CALL_NS)
-    return held
+        if c.pid != step.pid:
+            continue
+        end = min(c.end_ns, step.cpu_end_ns)
+        start = c.start_ns if may_block(c.name) else c.start_ns + LONG_CALL_NS
+        if start >= end:
+            continue
+        if c.tid == step.tid:
+            held.append((start, end))
+        else:
+            held.extend(i for lo, hi in backward for i in clip(((start, end),), lo, hi))
+    return total(merge(held))
 
 
 def _host_comm_ns(graph: OpGraph, step: Step) -> int:

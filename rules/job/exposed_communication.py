@@ -13,6 +13,13 @@ from advisor.job.summary import Collective, StepSummary
 
 _SHARDED = ("AllGather", "ReduceScatter")
 
+NCCL_LATENCY_NS = 25_000
+"""NCCL's fixed cost per collective within a node, order of magnitude: nccl-tests' all-reduce of
+a few bytes takes 10-25 µs over NVLink (more across nodes)."""
+LATENCY_BOUND_NS = 4 * NCCL_LATENCY_NS
+"""An all-reduce shorter than this spends at least a quarter of its time on that fixed cost:
+fewer, larger ones win back a good part of it."""
+
 
 def job_share(job: Job) -> float:
     """Communication's share of the GPUs' kernel time (HTA's "communication %" of kernel time)."""
@@ -227,9 +234,11 @@ class ExposedCommunication(JobRule):
             return
         ar = [c for r in ranks for i in steps for c in per[r][i].collectives if c.kind == "AllReduce"]
         per_step = len(ar) / max(1, len(ranks) * len(steps))
-        fastest = min((c.duration_ns - c.waiting_ns for c in ar), default=0)
         typical = statistics.median(c.duration_ns - c.waiting_ns for c in ar) if ar else 0
-        latency_bound = bool(ar) and per_step >= 8 and typical < 2 * max(fastest, 1)
+        # many all-reduces, each short enough that NCCL's fixed cost is a good part of it. Equal
+        # durations alone do not say so: DDP makes its buckets equal, 25 MB each by default, and
+        # those are bandwidth-bound (0.2-0.5 ms each on the H200 2-GPU runs).
+        latency_bound = bool(ar) and per_step >= 8 and typical < LATENCY_BOUND_NS
         title = ("Fewer, larger DDP buckets: many small all-reduces each pay NCCL's fixed latency"
                  if latency_bound else "Overlap gradient all-reduces with the backward pass")
         many = f" ({per_step:.0f} all-reduces per step, most near the fastest one)" if latency_bound else ""

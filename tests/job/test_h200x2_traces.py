@@ -16,7 +16,6 @@ from functools import cache
 
 import pytest
 
-from advisor.engine.rule import Confidence
 from advisor.job.api import analyze_job
 from tests.conftest import ROOT
 
@@ -65,16 +64,14 @@ def test_ranks_running_the_same_code_get_no_confident_straggler(variant):
     assert f is None or f.estimate.low <= 1.10
 
 
-def test_same_code_on_a_slower_host_is_not_blamed_on_host_work():
+def test_same_code_on_a_slower_host_gets_no_finding():
     """The baseline under torch.profiler: rank 0's forward, loss, backward and optimizer, run
-    as often as rank 1's, took longer. Not "move rank-0 logging out of the step"."""
+    as often as rank 1's, took longer. The job view names it, with that cause; no fix is
+    promised (not "move rank-0 logging out of the step", not a speedup nothing measured)."""
     j = job("baseline")
     assert j.straggler.cause.startswith("slower host")
     assert j.straggler.evidence["host_slowdown_ratio"] > 1.1
-    f = finding(j, "straggler-rank")
-    assert f.confidence is Confidence.HEURISTIC
-    assert f.estimate.low == pytest.approx(1.0)
-    assert "NUMA" in f.fix.title and "--numa-binding" in f.fix.snippet
+    assert finding(j, "straggler-rank") is None
 
 
 def test_accumulation_without_no_sync_names_no_sync():
@@ -99,3 +96,35 @@ def test_every_rank_and_step_is_aligned():
         # same indices on both ranks
         assert len(j.steps) >= 3
         assert all(set(j.rank_steps[r]) >= {s.index for s in j.steps} for r in j.rank_ids)
+
+
+# ----- run 5: batch 32, where the step is GPU-bound and every timing agrees ----------------------
+
+GPU_BOUND_RUN = ROOT / "fixtures" / "jobs" / "h200x2-ddp-b32"
+GPU_BOUND_MS = json.loads((GPU_BOUND_RUN / "measured.json").read_text())["step_ms"]
+
+
+@cache
+def gpu_bound_job(variant: str):
+    return analyze_job([GPU_BOUND_RUN / "torch" / variant], workers=1, rank_rules="none")
+
+
+def test_gpu_bound_run_slow_rank_estimate_matches_its_measured_gain():
+    """The slow rank's host (its batches made in the step) holds a GPU-bound job back: 2.49x
+    measured (1.93-2.53 over three timings). Rank 0, waiting, has its launches held on autograd's
+    thread: counted as its own work they put the fix at 1.11x."""
+    j = gpu_bound_job("slow-rank")
+    assert (j.straggler.rank, j.straggler.cause) == (1, "input pipeline")
+    f = finding(j, "straggler-rank")
+    ratio = f.estimate.speedup / (GPU_BOUND_MS["slow-rank"] / GPU_BOUND_MS["slow-rank-fixed"])
+    assert 1 / BAND <= ratio <= BAND, ratio
+
+
+def test_gpu_bound_run_no_sync_estimate_matches_its_measured_gain():
+    f = finding(gpu_bound_job("accum-sync"), "exposed-communication")
+    assert f is not None and "no_sync" in f.fix.title
+    ratio = f.estimate.speedup / (GPU_BOUND_MS["accum-sync"] / GPU_BOUND_MS["accum-nosync"])  # 1.04x
+    assert 1 / BAND <= ratio <= BAND, ratio
+    assert finding(gpu_bound_job("accum-nosync"), "exposed-communication") is None
+    f = finding(gpu_bound_job("slow-rank-fixed"), "straggler-rank")
+    assert f is None or f.estimate.low <= 1.10

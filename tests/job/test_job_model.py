@@ -71,10 +71,16 @@ def test_planted_straggler_clock_skew_and_waiting(synth_summaries):
     assert s.ranks == (STRAGGLER,)
     # fixing the straggler gives back the planted waiting: 7 x 3 ms of a ~222 ms step. The base
     # is host-bound, so the fixed step is the hosts' own work (`job_step_ns`'s floor), which
-    # leaves out the 1.4 ms per step the hosts are held in syncs; the observed step includes
-    # them, so 22.4 ms come back against 21 planted
+    # leaves out the time the hosts' calls are held by the device (syncs, and on autograd's
+    # thread inside the backward pass); the observed step includes it. So what comes back is the
+    # planted waiting plus the others' held time, about 3.4 ms a step here
     saved = s.estimate.step_ns - s.estimate.predicted_step_ns
-    assert saved == pytest.approx(per_step * DELAY_US * 1000, rel=0.10)
+    others = [r for r in job.rank_ids if r != STRAGGLER]
+    held = statistics.median(
+        statistics.median(job.rank_steps[r][st.index].host_ns - job.rank_steps[r][st.index].host_own_ns
+                          for r in others) for st in job.steps)
+    assert 0 < held < 0.05 * s.estimate.step_ns
+    assert saved == pytest.approx(per_step * DELAY_US * 1000 + held, rel=0.03)
 
 
 def test_json_has_rank_by_step_grids(synth_summaries):
