@@ -194,6 +194,22 @@ def _blocked_ns(graph: OpGraph, step: Step) -> int:
     return total(merge(held))
 
 
+def _host_collectives(graph: OpGraph, step: Step) -> dict[str, int]:
+    """Host time per collective kind in the step, on every thread of its process: DDP issues its
+    gradient all-reduces from autograd's thread, not from the step's."""
+    out: Counter[str] = Counter()
+    for pid, tid in graph.range_threads:
+        if pid != step.pid:
+            continue
+        covered = 0
+        for r in graph.ranges_in(pid, tid, step.cpu_start_ns, step.cpu_end_ns):
+            kind = host_collective(r.name)
+            if kind and r.start_ns >= covered:  # the outermost: c10d::allreduce_ holds nccl:all_reduce
+                out[kind] += r.duration_ns
+                covered = r.end_ns
+    return dict(out)
+
+
 def _host_comm_ns(graph: OpGraph, step: Step) -> int:
     """Host time per step, on every thread of the step's process, in outermost collective ranges
     (``c10d::allreduce_`` holding ``nccl:all_reduce``) and DDP's per-bucket reducer ranges."""
@@ -233,14 +249,8 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
         category_ns[classify(o).value] += o.duration_ns
         if o.kind is GpuOpKind.KERNEL and not is_communication(o):
             kernel_ns[o.name[:KERNEL_NAME_CHARS]] += o.duration_ns
-    host_coll: Counter[str] = Counter()
-    covered = 0
     own = step.pid == pid
-    for r in graph.ranges_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns) if own else ():
-        kind = host_collective(r.name)
-        if kind and r.start_ns >= covered:  # the outermost only: c10d::allreduce_ holds nccl:all_reduce
-            host_coll[kind] += r.duration_ns
-            covered = r.end_ns
+    host_coll = _host_collectives(graph, step) if own else {}
     waited = sum(ns for t, ns in waits if step.cpu_start_ns <= t < step.cpu_end_ns)
     held = _blocked_ns(graph, step) if own else 0
     compute_ns = total(comp_u)
@@ -252,7 +262,7 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
         idle_ns=(hi - lo) - total(busy), host_ns=step.cpu_ns,
         phase_ns={k: sum(e - s for s, e in v) for k, v in step.phases.items()} if step.pid == pid else {},
         phase_count={k: len(v) for k, v in step.phases.items()} if step.pid == pid else {},
-        collectives=collectives, host_collectives=dict(host_coll), host_wait_on_comm_ns=waited,
+        collectives=collectives, host_collectives=host_coll, host_wait_on_comm_ns=waited,
         # no floor where the GPU computes most of the step: the GPU is that rank's limit
         host_own_ns=(step.cpu_ns - held if own and compute_ns < GPU_BOUND * (hi - lo) else 0),
         host_comm_ns=_host_comm_ns(graph, step) if own else 0,
