@@ -372,8 +372,10 @@ def find_straggler(job: Job, per_rank: dict[int, dict[int, StepSummary]]) -> Str
             evidence["host_slowdown_ratio"] = slower
         # the data phase against the host's own extra work where the ranks have host floors: a
         # host-bound rank's peers spin in the all-reduce, so their GPU idle understates theirs
-        floor_excess = (med(s, lambda x: x.host_own_ns) - others_med(lambda x: x.host_own_ns))
-        evidence["host_floor_ns"] = floor_excess
+        # (only where both have floors: a GPU-bound rank has none, and its 0 is no host time)
+        mine_floor, their_floor = med(s, lambda x: x.host_own_ns), others_med(lambda x: x.host_own_ns)
+        floor_excess = mine_floor - their_floor if mine_floor > 0 and their_floor > 0 else 0.0
+        evidence["host_floor_excess_ns"] = floor_excess
         if evidence["data_phase_ns"] > 0.5 * (floor_excess if floor_excess > 0 else spent[main]):
             cause = "input pipeline"
         else:
@@ -401,6 +403,11 @@ def same_code_slowdown(per_rank: dict[int, dict[int, StepSummary]], rank: int, o
     symmetric variants named either rank, from one profiler or the other, 1.1-1.5x "host work"
     ahead of the other, with the same phases slower: moving logging out of the step would have
     been the wrong advice. Returns the straggler's model-phase time over the others'.
+
+    Missed by design: work only one rank does inside those phases (rank-0 gradient-norm logging
+    or an EMA update inside the optimizer phase) reads as the same code on a slower host; the
+    job view still names the straggler. Held time (see `advisor.job.summary._held`) counts
+    against the model phases, where the launches and syncs that block sit.
     """
     def med(r: int, fn) -> float:
         return statistics.median(fn(per_rank[r][i]) for i in indices)
@@ -418,10 +425,14 @@ def same_code_slowdown(per_rank: dict[int, dict[int, StepSummary]], rank: int, o
         if med(rank, runs) != others_med(runs):
             return None  # more micro-batches or phase runs: more work, not a slower host
 
+    # less the time the host's calls were held by the device (the floor's deduction): waiting
+    # inside these phases (a launch on a full queue, a sync), not host work. Held time is known
+    # only where a rank has a floor; unless every rank compared has one, none is deducted, so
+    # the ranks are measured alike
+    floors = all(per_rank[r][i].host_own_ns > 0 for r in (rank, *others) for i in indices)
+
     def in_code(x: StepSummary) -> float:
-        # less the time the host's calls were held by the device (the floor's deduction): that
-        # is waiting inside these phases (a launch on a full queue, a sync), not host work
-        held = x.host_ns - x.host_own_ns if x.host_own_ns else 0
+        held = x.host_ns - x.host_own_ns if floors else 0
         return sum(x.phase_ns.get(p, 0) for p in code) - held
 
     def outside(x: StepSummary) -> float:  # the data phase and step time no phase covers

@@ -124,7 +124,13 @@ def job_step_ns(job: Job, saving: Saving | None = None, floor_saving: Saving | N
     counting its own work as 10 ms put a straggler fix at 4.5x where 1.37x was measured. Why the
     host saving shortens the own work too: on the same runs the no_sync fix took 17 ms of host
     time a step off a host-bound rank whose GPU idled 37-90 ms of it, and the estimate stayed at
-    1.03x while only the GPU-side saving could lower its own work."""
+    1.03x while only the GPU-side saving could lower its own work (1.09x now from torch.profiler
+    against 1.15x measured; from nsys, which shows little of that host work, 1.03x).
+
+    Known bias: the floor leaves out the time the host's calls were held by the device, part of
+    which stays after a fix (syncs that were not waiting on a peer), so a fix that makes a rank
+    host-bound over-promises by up to that held time (3.4 ms of a 222 ms step on the planted
+    straggler of `tests/job/test_job_model.py`)."""
     vals = []
     for st in job.steps:
         after = []

@@ -63,7 +63,7 @@ class StepSummary:
     host_collectives: dict[str, int] = field(default_factory=dict)  # host range time per collective
     host_wait_on_comm_ns: int = 0  # host calls held until a communication kernel ended
     # the step on the host thread minus the time its calls were held by the device
-    # (`_blocked_ns`): the host's own work, the least the step can take on that rank whatever the
+    # (`_held`): the host's own work, the least the step can take on that rank whatever the
     # others do (0 where the rank's steps are another process's windows, or the rank is GPU-bound)
     host_own_ns: int = 0
     # host time of the rank's gradient communication on any of its threads (outermost
@@ -162,69 +162,75 @@ LONG_CALL_NS = 100_000
 an allocation that waits for memory): its time beyond it is not the host's own work."""
 
 
-def _blocked_ns(graph: OpGraph, step: Step) -> int:
-    """Host time in the step held by the device: inside calls that may block (syncs, synchronous
-    copies, frees: `api_names.may_block`), whether or not the trace links the wait to the GPU op
-    it waited for (many traces do not), and the part of any other CUDA call beyond
-    `LONG_CALL_NS` (a GPU-bound rank's launches block once the launch queue is full).
+def _held(graph: OpGraph, step: Step) -> list[tuple[int, int]]:
+    """Host time in the step held by the device, as merged intervals: inside calls that may
+    block (syncs, synchronous copies, frees: `api_names.may_block`), whether or not the trace
+    links the wait to the GPU op it waited for (many traces do not), and the part of any other
+    CUDA call beyond `LONG_CALL_NS` (a GPU-bound rank's launches block once the launch queue is
+    full).
 
-    On the step's thread, and, inside its backward phases, on the process's other threads too:
-    there the step's thread waits in ``loss.backward()`` while autograd's threads launch the
-    backward pass, so their held calls hold the step. On the H200 2-GPU validation at batch 32
-    (docs/multigpu.md) a rank waiting for a slow peer had its launches held 48 ms a step on
-    autograd's thread under torch.profiler (on the main thread under nsys); counting them as the
-    host's own work put the slow rank's fix at 1.11x where 2.49x was measured."""
-    from advisor.graph.api_names import may_block
+    On the step's thread, and, inside its backward phases, on the process's other threads that
+    launch kernels there: the step's thread waits in ``loss.backward()`` while autograd's threads
+    launch the backward pass, so their held calls hold the step (a pin-memory thread, which
+    launches nothing, does not). On the H200 2-GPU validation at batch 32 (docs/multigpu.md) a
+    rank waiting for a slow peer had its launches held 48 ms a step on autograd's thread under
+    torch.profiler (on the main thread under nsys); counting them as the host's own work put the
+    slow rank's fix at 1.11x where 2.49x was measured. Without backward phase marks only the
+    step's thread is read."""
+    from advisor.graph.api_names import is_launch, may_block
 
     calls = graph.api_calls
     starts = graph.api_call_starts
     backward = merge(step.phases.get("backward", ()))
+    inside = [c for c in calls[bisect_left(starts, step.cpu_start_ns):bisect_left(starts, step.cpu_end_ns)]
+              if c.pid == step.pid]
+    launching = {c.tid for c in inside if c.tid != step.tid and is_launch(c.name)
+                 and any(lo <= c.start_ns < hi for lo, hi in backward)}
     held: list[tuple[int, int]] = []
-    for c in calls[bisect_left(starts, step.cpu_start_ns):bisect_left(starts, step.cpu_end_ns)]:
-        if c.pid != step.pid:
-            continue
+    for c in inside:
         end = min(c.end_ns, step.cpu_end_ns)
         start = c.start_ns if may_block(c.name) else c.start_ns + LONG_CALL_NS
         if start >= end:
             continue
         if c.tid == step.tid:
             held.append((start, end))
-        else:
+        elif c.tid in launching:
             held.extend(i for lo, hi in backward for i in clip(((start, end),), lo, hi))
-    return total(merge(held))
+    return merge(held)
+
+
+def _outermost(graph: OpGraph, step: Step, wanted) -> list:
+    """The step's outermost ranges that ``wanted`` accepts, on every thread of its process: DDP
+    issues its gradient all-reduces, and runs its reducer, on autograd's thread, not the step's
+    (``c10d::allreduce_`` holds ``nccl:all_reduce``: the outer one only)."""
+    out = []
+    for pid, tid in graph.range_threads:
+        if pid != step.pid:
+            continue
+        covered = 0
+        for r in graph.ranges_in(pid, tid, step.cpu_start_ns, step.cpu_end_ns):
+            if r.start_ns >= covered and wanted(r.name):
+                out.append(r)
+                covered = r.end_ns
+    return out
 
 
 def _host_collectives(graph: OpGraph, step: Step) -> dict[str, int]:
-    """Host time per collective kind in the step, on every thread of its process: DDP issues its
-    gradient all-reduces from autograd's thread, not from the step's."""
+    """Host time per collective kind in the step, on every thread of its process."""
     out: Counter[str] = Counter()
-    for pid, tid in graph.range_threads:
-        if pid != step.pid:
-            continue
-        covered = 0
-        for r in graph.ranges_in(pid, tid, step.cpu_start_ns, step.cpu_end_ns):
-            kind = host_collective(r.name)
-            if kind and r.start_ns >= covered:  # the outermost: c10d::allreduce_ holds nccl:all_reduce
-                out[kind] += r.duration_ns
-                covered = r.end_ns
+    for r in _outermost(graph, step, host_collective):
+        out[host_collective(r.name)] += r.duration_ns
     return dict(out)
 
 
-def _host_comm_ns(graph: OpGraph, step: Step) -> int:
-    """Host time per step, on every thread of the step's process, in outermost collective ranges
-    (``c10d::allreduce_`` holding ``nccl:all_reduce``) and DDP's per-bucket reducer ranges."""
-    ns = 0
-    for pid, tid in graph.range_threads:
-        if pid != step.pid:
-            continue
-        covered = 0
-        for r in graph.ranges_in(pid, tid, step.cpu_start_ns, step.cpu_end_ns):
-            if r.start_ns < covered:
-                continue
-            if host_collective(r.name) or r.name.startswith(REDUCER_RANGES):
-                ns += r.duration_ns
-                covered = r.end_ns
-    return ns
+def _host_comm_ns(graph: OpGraph, step: Step, held: list[tuple[int, int]]) -> int:
+    """The host's own time per step in gradient communication: outermost collective ranges and
+    DDP's per-bucket reducer ranges on every thread of the step's process, less the ``held``
+    time inside them (the floor leaves that out already; a fix that removes these ranges must
+    not take it off twice)."""
+    ranges = merge((r.start_ns, r.end_ns) for r in _outermost(
+        graph, step, lambda n: bool(host_collective(n)) or n.startswith(REDUCER_RANGES)))
+    return total(ranges) - intersection_ns(ranges, held)
 
 
 def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
@@ -252,7 +258,8 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
     own = step.pid == pid
     host_coll = _host_collectives(graph, step) if own else {}
     waited = sum(ns for t, ns in waits if step.cpu_start_ns <= t < step.cpu_end_ns)
-    held = _blocked_ns(graph, step) if own else 0
+    held_at = _held(graph, step) if own else []
+    held = total(held_at)
     compute_ns = total(comp_u)
     comm_ns = total(comm_u)
     return StepSummary(
@@ -265,7 +272,7 @@ def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
         collectives=collectives, host_collectives=host_coll, host_wait_on_comm_ns=waited,
         # no floor where the GPU computes most of the step: the GPU is that rank's limit
         host_own_ns=(step.cpu_ns - held if own and compute_ns < GPU_BOUND * (hi - lo) else 0),
-        host_comm_ns=_host_comm_ns(graph, step) if own else 0,
+        host_comm_ns=_host_comm_ns(graph, step, held_at) if own else 0,
         kernel_ns=dict(kernel_ns.most_common(TOP_KERNELS)), category_ns=dict(category_ns))
 
 

@@ -15,10 +15,10 @@ _SHARDED = ("AllGather", "ReduceScatter")
 
 NCCL_LATENCY_NS = 25_000
 """NCCL's fixed cost per collective within a node, order of magnitude: nccl-tests' all-reduce of
-a few bytes takes 10-25 µs over NVLink (more across nodes)."""
-LATENCY_BOUND_NS = 4 * NCCL_LATENCY_NS
-"""An all-reduce shorter than this spends at least a quarter of its time on that fixed cost:
-fewer, larger ones win back a good part of it."""
+a few bytes takes 10-25 µs over NVLink (more across nodes). Not fitted to any trace of ours."""
+LATENCY_SHARE = 0.25
+"""All-reduces are latency-bound when that fixed cost is at least this share of their own time
+(their mean under 4 x 25 µs): fewer, larger ones win back a good part of it."""
 
 
 def job_share(job: Job) -> float:
@@ -234,14 +234,15 @@ class ExposedCommunication(JobRule):
             return
         ar = [c for r in ranks for i in steps for c in per[r][i].collectives if c.kind == "AllReduce"]
         per_step = len(ar) / max(1, len(ranks) * len(steps))
-        typical = statistics.median(c.duration_ns - c.waiting_ns for c in ar) if ar else 0
+        own = statistics.mean(c.duration_ns - c.waiting_ns for c in ar) if ar else 0
         # many all-reduces, each short enough that NCCL's fixed cost is a good part of it. Equal
         # durations alone do not say so: DDP makes its buckets equal, 25 MB each by default, and
-        # those are bandwidth-bound (0.2-0.5 ms each on the H200 2-GPU runs).
-        latency_bound = bool(ar) and per_step >= 8 and typical < LATENCY_BOUND_NS
+        # those are bandwidth-bound (0.14 ms each, median, on the H200 2-GPU run at batch 16).
+        latency_bound = bool(ar) and per_step >= 8 and LATENCY_SHARE * own <= NCCL_LATENCY_NS
         title = ("Fewer, larger DDP buckets: many small all-reduces each pay NCCL's fixed latency"
                  if latency_bound else "Overlap gradient all-reduces with the backward pass")
-        many = f" ({per_step:.0f} all-reduces per step, most near the fastest one)" if latency_bound else ""
+        many = (f" ({per_step:.0f} all-reduces per step of {own / 1e3:.0f} µs on average, a quarter "
+                f"or more of it NCCL's fixed cost)" if latency_bound else "")
         yield self._finding(
             job, est,
             f"{exposed / 1e6:.2f} ms of communication per step runs with no compute beside it{many}",

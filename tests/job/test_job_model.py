@@ -70,17 +70,18 @@ def test_planted_straggler_clock_skew_and_waiting(synth_summaries):
     s = found["straggler-rank"]
     assert s.ranks == (STRAGGLER,)
     # fixing the straggler gives back the planted waiting: 7 x 3 ms of a ~222 ms step. The base
-    # is host-bound, so the fixed step is the hosts' own work (`job_step_ns`'s floor), which
-    # leaves out the time the hosts' calls are held by the device (syncs, and on autograd's
-    # thread inside the backward pass); the observed step includes it. So what comes back is the
-    # planted waiting plus the others' held time, about 3.4 ms a step here
+    # is host-bound, so the fixed step is the other hosts' floor (`job_step_ns`), which leaves
+    # out the time their calls are held by the device (syncs; autograd's launches inside the
+    # backward): a known over-promise of at most that held time (3.4 ms a step here, 1.5% of
+    # the step), never less than the planted waiting
     saved = s.estimate.step_ns - s.estimate.predicted_step_ns
+    planted = per_step * DELAY_US * 1000
     others = [r for r in job.rank_ids if r != STRAGGLER]
     held = statistics.median(
         statistics.median(job.rank_steps[r][st.index].host_ns - job.rank_steps[r][st.index].host_own_ns
                           for r in others) for st in job.steps)
-    assert 0 < held < 0.05 * s.estimate.step_ns
-    assert saved == pytest.approx(per_step * DELAY_US * 1000 + held, rel=0.03)
+    assert 0.99 * planted <= saved <= planted + held + 0.01 * s.estimate.step_ns
+    assert held < 0.02 * s.estimate.step_ns
 
 
 def test_json_has_rank_by_step_grids(synth_summaries):
