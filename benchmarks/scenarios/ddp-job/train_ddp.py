@@ -12,6 +12,8 @@ the all-reduce), then profiled for a few steps with torch.profiler, one trace pe
 * ``accum-nosync``      the same under ``model.no_sync()`` for the first 3 (the fix)
 * ``tiny-bucket``       ``bucket_cap_mb=1``: many small all-reduces
 * (``baseline`` is the fix for ``tiny-bucket``: DDP's default 25 MB buckets)
+* ``overlap-fix``       the baseline with exposed-communication's overlap snippet: 100 MB buckets,
+                        ``gradient_as_bucket_view=True``, ``static_graph=True``
 
 A GPT-like decoder stack (``nn.TransformerEncoderLayer``, causal mask) on synthetic tokens:
 nothing to download. ``--device cpu`` runs the same code on gloo for a smoke test.
@@ -86,6 +88,8 @@ VARIANTS = {
     "accum-sync": (None, 4, False, 25.0),
     "accum-nosync": (None, 4, True, 25.0),
     "tiny-bucket": (None, 1, False, 1.0),
+    # the baseline with exposed-communication's overlap fix applied as its snippet writes it
+    "overlap-fix": (None, 1, False, 100.0),
 }
 
 
@@ -112,8 +116,9 @@ def run_variant(name, args, rank, world, device, traced=True):
     slow, accum, nosync, bucket = VARIANTS[name]
     torch.manual_seed(0)
     model = GPT(args.vocab, args.dim, args.layers, args.heads, args.seq).to(device)
+    overlap = name == "overlap-fix"  # gradient_as_bucket_view and static_graph too
     ddp = DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
-              bucket_cap_mb=bucket)
+              bucket_cap_mb=bucket, gradient_as_bucket_view=overlap, static_graph=overlap)
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-4, fused=device.type == "cuda")
     workers = 0 if slow == rank else args.workers
     ds = Tokens(200_000, args.seq, args.vocab, args.work)
