@@ -174,3 +174,68 @@ def test_pace_without_extra_work_is_no_straggler():
     assert len(job.ranks) == 2 and job.pace
     assert job.straggler is None
     assert "straggler-rank" not in [f.rule for f in run_job_rules(job)]
+
+
+# ----- same code on a slower host: where the straggler's extra host time lies ------------------
+
+
+def _step(index: int, phases: dict[str, float], counts: dict[str, int] | None = None,
+          unmarked_ms: float = 1.0, held_ms: float = 0.0):
+    """A rank's step summary with its phase times (ms); the floor is the host step less held."""
+    from advisor.job.summary import StepSummary
+
+    host = sum(phases.values()) + unmarked_ms
+    return StepSummary(index=index, start_ns=0, end_ns=int(host * 1e6), compute_ns=0, comm_ns=0,
+                       exposed_comm_ns=0, idle_ns=0, host_ns=int(host * 1e6),
+                       phase_ns={k: int(v * 1e6) for k, v in phases.items()},
+                       phase_count=counts or dict.fromkeys(phases, 1),
+                       host_own_ns=int((host - held_ms) * 1e6))
+
+
+PHASES = {"data": 0.5, "forward": 10.0, "loss": 0.5, "backward": 20.0, "optimizer": 2.0}
+
+
+def _ranks(slow: dict[str, float], **kw) -> dict:
+    return {0: {i: _step(i, PHASES) for i in range(4)}, 1: {i: _step(i, slow, **kw) for i in range(4)}}
+
+
+def test_extra_time_in_the_model_phases_is_a_slower_host():
+    from advisor.job.model import same_code_slowdown
+
+    slow = {k: v * 1.3 if k != "data" else v for k, v in PHASES.items()}
+    ratio = same_code_slowdown(_ranks(slow), 1, [0], list(range(4)))
+    assert ratio == pytest.approx(1.3, rel=0.01)
+
+
+def test_extra_time_outside_the_phases_or_in_the_data_phase_is_not():
+    from advisor.job.model import same_code_slowdown
+
+    # rank-0-style logging between phases: 8 ms of step time no phase covers
+    assert same_code_slowdown(_ranks(dict(PHASES), unmarked_ms=9.0), 1, [0], list(range(4))) is None
+    # a starved loader
+    assert same_code_slowdown(_ranks({**PHASES, "data": 9.0}), 1, [0], list(range(4))) is None
+
+
+def test_more_phase_runs_is_more_work_not_a_slower_host():
+    from advisor.job.model import same_code_slowdown
+
+    slow = {k: v * 1.3 for k, v in PHASES.items()}
+    counts = {**dict.fromkeys(PHASES, 1), "forward": 2, "backward": 2}  # one more micro-batch
+    assert same_code_slowdown(_ranks(slow, counts=counts), 1, [0], list(range(4))) is None
+
+
+def test_no_phase_marks_say_nothing():
+    from advisor.job.model import same_code_slowdown
+
+    ranks = {r: {i: _step(i, {}, unmarked_ms=30.0 + 5 * r) for i in range(4)} for r in (0, 1)}
+    assert same_code_slowdown(ranks, 1, [0], list(range(4))) is None
+
+
+def test_time_held_by_the_device_is_not_the_host_running_slower():
+    from advisor.job.model import same_code_slowdown
+
+    # the slow rank's backward is 6 ms longer, all of it launches held behind a full queue
+    slow = {**PHASES, "backward": 26.0}
+    ranks = {0: {i: _step(i, PHASES, held_ms=0.1) for i in range(4)},
+             1: {i: _step(i, slow, held_ms=6.1) for i in range(4)}}
+    assert same_code_slowdown(ranks, 1, [0], list(range(4))) is None
