@@ -19,6 +19,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site "
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 HF_HOME=$W/hf HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . > "$L/pip.log" 2>&1 || { tail "$L/pip.log"; exit 1; }
 [ -f .device-kit/nsys-env.sh ] && source .device-kit/nsys-env.sh
+profiled() {  # NAME TIMEOUT [profile options] CMD...: `run` of $AP, trace and JSON under traces/NAME
+  local name=$1 to=$2; shift 2
+  run "$name" "$to" $AP --out "$W/traces/$name" --json "$W/traces/$name.json" "$@"; }
 hf_job() {  # HF run_clm.py, GPT-2 124M from scratch, batch 8 x 1024, on synthesised text
   python3 $C/scripts/synth_data.py text $W/txt > $L/synth_text.log 2>&1
   echo "[synth text] $(( $(date +%s) - T0 ))s"

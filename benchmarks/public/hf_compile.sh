@@ -8,7 +8,7 @@ hf_job
 AP="advisor profile -q --wait 20 --steps 6 --then continue"
 HF="$HF --max_steps 70 --bf16"
 cd $W
-run hf_bf16_compile 200 $AP --out $W/traces/hf_bf16_compile --json $W/traces/hf_bf16_compile.json $HF --torch_compile True
-run hf_bf16 90 $AP --out $W/traces/hf_bf16 --json $W/traces/hf_bf16.json $HF
+profiled hf_bf16_compile 200 $HF --torch_compile True
+profiled hf_bf16 90 $HF
 (cd $W/traces && tar -cf $OUT/traces.tar --exclude='*.json.gz' .)
 ship_logs

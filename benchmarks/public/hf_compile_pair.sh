@@ -11,7 +11,7 @@ hf_job
 AP="advisor profile -q --wait 20 --steps 6 --then continue"
 HF="$HF --max_steps 70 --bf16 --torch_compile True"
 cd $W
-run hf_compile 170 $AP --out $W/traces/hf_compile --json $W/traces/hf_compile.json $HF
-run "hf_compile_$NAME" 170 $AP --out "$W/traces/hf_compile_$NAME" --json "$W/traces/hf_compile_$NAME.json" $HF "$@"
+profiled hf_compile 170 $HF
+profiled "hf_compile_$NAME" 170 $HF "$@"
 (cd $W && tar -cf $OUT/res.tar --exclude="hf_compile_$NAME/*.json.gz" traces)
 ship_logs

@@ -9,8 +9,8 @@ hf_job
 AP="advisor profile -q --wait 6 --steps 8 --then continue"
 HF="$HF --max_steps 48"
 cd $W
-run hf_bf16_nsys 130 $AP --nsys --out $W/traces/hf_bf16_nsys --json $W/traces/hf_bf16_nsys.json $HF --bf16
+profiled hf_bf16_nsys 130 --nsys $HF --bf16
 run hf_bf16_prof 120 $AP --out $W/traces/hf_bf16 --json $W/traces/hf_bf16.json $HF --bf16
-run hf_fp32_nsys 130 $AP --nsys --out $W/traces/hf_fp32_nsys --json $W/traces/hf_fp32_nsys.json $HF
+profiled hf_fp32_nsys 130 --nsys $HF
 ship_traces; tar -cf $OUT/traces.tar -C $W/traces .
 ship_logs

@@ -8,7 +8,7 @@ lightning_job
 AP="advisor profile -q --wait 10 --steps 8 --then continue"
 LA="$LA --trainer.max_steps 60"
 cd $C/lightning
-run lightning_bf16_nsys 140 $AP --nsys --out $W/traces/lightning_bf16_nsys --json $W/traces/lightning_bf16_nsys.json $LA --trainer.precision bf16-mixed
-run lightning_fp32_nsys 160 $AP --nsys --out $W/traces/lightning_fp32_nsys --json $W/traces/lightning_fp32_nsys.json $LA --trainer.precision 32-true
+profiled lightning_bf16_nsys 140 --nsys $LA --trainer.precision bf16-mixed
+profiled lightning_fp32_nsys 160 --nsys $LA --trainer.precision 32-true
 ship_traces; tar -cf $OUT/traces.tar -C $W/traces .
 ship_logs

@@ -12,7 +12,7 @@ hf_job
 AP="advisor profile -q --wait 6 --steps 8 --then continue"
 HF="$HF --max_steps 40"
 cd $W
-run hf_fp32_nsys 130 $AP --nsys --out $W/traces/hf_fp32_nsys --json $W/traces/hf_fp32_nsys.json $HF
+profiled hf_fp32_nsys 130 --nsys $HF
 cd $R
 run nanogpt 170 python3 benchmarks/unprofiled_check.py collect --out $W/cal --ext $CARRY/ext --job-timeout 75 --part A --names nanogpt-plain,nanogpt-nsys --deadline 160
 lightning_job
