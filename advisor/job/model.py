@@ -367,9 +367,6 @@ def find_straggler(job: Job, per_rank: dict[int, dict[int, StepSummary]]) -> Str
     evidence["median_kernel_time_ratio"] = kernel_ratio
     main = max(spent, key=spent.get)
     if main.startswith("GPU idle"):
-        slower = same_code_slowdown(per_rank, s, others, indices)
-        if slower:
-            evidence["host_slowdown_ratio"] = slower
         # the data phase against the host's own extra work where the ranks have host floors: a
         # host-bound rank's peers spin in the all-reduce, so their GPU idle understates theirs
         # (only where both have floors: a GPU-bound rank has none, and its 0 is no host time)
@@ -378,8 +375,11 @@ def find_straggler(job: Job, per_rank: dict[int, dict[int, StepSummary]]) -> Str
         evidence["host_floor_excess_ns"] = floor_excess
         if evidence["data_phase_ns"] > 0.5 * (floor_excess if floor_excess > 0 else spent[main]):
             cause = "input pipeline"
+        elif slower := same_code_slowdown(per_rank, s, others, indices):
+            evidence["host_slowdown_ratio"] = slower
+            cause = "slower host (the same code ran slower)"
         else:
-            cause = "slower host (the same code ran slower)" if slower else "host work"
+            cause = "host work"
     elif main == "compute kernels":
         cause = "slower kernels (clocks or a slower GPU)" if kernel_ratio > 1.05 else "more work on this rank"
     else:

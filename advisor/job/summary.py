@@ -13,12 +13,13 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from advisor.graph.intervals import merge
 from advisor.graph.kernels import classify
-from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, Step
+from advisor.graph.model import CpuRange, GpuOp, GpuOpKind, OpGraph, Step
 from advisor.job.collectives import (
     REDUCER_RANGES,
     clip,
@@ -199,7 +200,7 @@ def _held(graph: OpGraph, step: Step) -> list[tuple[int, int]]:
     return merge(held)
 
 
-def _outermost(graph: OpGraph, step: Step, wanted) -> list:
+def _outermost(graph: OpGraph, step: Step, wanted: Callable[[str], object]) -> list[CpuRange]:
     """The step's outermost ranges that ``wanted`` accepts, on every thread of its process: DDP
     issues its gradient all-reduces, and runs its reducer, on autograd's thread, not the step's
     (``c10d::allreduce_`` holds ``nccl:all_reduce``: the outer one only)."""

@@ -40,10 +40,9 @@ class StragglerRank(JobRule):
     and what it spent the extra time on, from its own trace: GPU idle with a longer data phase
     (input pipeline), GPU idle with the extra host time inside the phases every rank runs alike
     (forward, loss, backward, optimizer, as many times: a slower host, the CPU and not the code;
-    named in the job view, no finding),
-    GPU idle otherwise (host work outside those phases), the same kernels
-    running slower (clocks or a slower GPU), more kernel time (more work), or longer transfers
-    (links).
+    named in the job view, no finding), GPU idle otherwise (host work outside those phases), the
+    same kernels running slower (clocks or a slower GPU), more kernel time (more work), or longer
+    transfers (links).
 
     Why it is slow
     --------------
@@ -89,6 +88,13 @@ class StragglerRank(JobRule):
         s = job.straggler
         if s is None or job.pace.get(s.rank, 0.0) < 0.5 or s.excess_ns <= 0:
             return
+        if s.cause.startswith("slower host"):
+            # The same code ran slower on that rank's CPU. The trace shows that it did, not why
+            # (oversubscribed cores, NUMA placement, clocks, the profiler's own cost differing
+            # between ranks) nor that any fix brings it back: on the H200 2-GPU runs it was either
+            # rank, by either profiler, in variants whose fixes measured nothing. The job view
+            # names the straggler and this cause; no speedup is promised.
+            return
         others = [r for r in job.rank_ids if r != s.rank]
 
         def closed(r, st, share=1.0, field="rank_busy_ns"):  # or the hosts' floors
@@ -101,13 +107,6 @@ class StragglerRank(JobRule):
         def floor(r, st, share=1.0):
             return closed(r, st, share, "rank_floor_ns")
 
-        if s.cause.startswith("slower host"):
-            # The same code ran slower on that rank's CPU. The trace shows that it did, not why
-            # (oversubscribed cores, NUMA placement, clocks, the profiler's own cost differing
-            # between ranks) nor that any fix brings it back: on the H200 2-GPU runs it was either
-            # rank, by either profiler, in variants whose fixes measured nothing. The job view
-            # names the straggler and this cause; no speedup is promised.
-            return
         est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
                            "job replay: the straggler's own work per step (GPU and host) at the "
                            "median other rank's",
