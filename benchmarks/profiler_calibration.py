@@ -9,6 +9,20 @@ CUDA calls, so the two costs can be told apart:
     views   each kernel among three view/reshape operators that launch nothing
     mlp     a narrow MLP trained with per-parameter (for-loop) AdamW: autograd, optimizer
 
+and, to measure each kind of recorded event alone (``--workload`` names them; not in the
+default set), steps of ``n`` repetitions of one thing:
+
+    pyfunc      a Python function call (one Python event, nothing else)
+    builtin     a C builtin call (one Python event for the C call)
+    cpu-op      ``torch.neg`` on a CPU tensor (a C call and one operator)
+    cuda-view   ``view`` of a CUDA tensor (a C call and one operator, no launch)
+    cuda-op     ``torch.neg`` on a CUDA tensor (a C call, one operator, one launch)
+    deep-op     ``cuda-op`` 40 Python frames deep (does the cost grow with the stack?)
+
+``--rounds K`` alternates K blocks of plain steps with K traced blocks in one process (plain,
+traced, plain, ..., plain) and writes each traced block's trace: the plain blocks on either side
+bound how far the host's own speed moved while it was traced.
+
 One process per (mode): ``plain`` times every workload without a profiler (host clock per step,
 CUDA synchronised at the ends of the block); ``kineto`` / ``kineto-stack`` record each workload's
 window with torch.profiler (record_shapes=True, with_stack False/True: `advisor profile`'s own
@@ -36,6 +50,28 @@ import time
 from pathlib import Path
 
 WORKLOADS = ("chain", "views", "mlp")
+SINGLE = ("pyfunc", "builtin", "cpu-op", "cuda-view", "cuda-op", "deep-op")
+"""One kind of event per repetition (module docstring)."""
+
+
+def build_single(name: str, dev, n: int):
+    import torch
+
+    def noop(a):
+        return a
+    if name == "pyfunc":
+        return lambda: [noop(i) for i in range(n)]
+    if name == "builtin":
+        return lambda: [abs(i) for i in range(n)]
+    x = torch.ones(16, device="cpu" if name == "cpu-op" else dev)
+    if name == "cuda-view":
+        return lambda: [x.view(-1) for _ in range(n)]
+    if name in ("cpu-op", "cuda-op"):
+        return lambda: [torch.neg(x) for _ in range(n)]
+
+    def deep(k):
+        return deep(k - 1) if k else [torch.neg(x) for _ in range(n)]
+    return lambda: deep(40)
 WARM, TIMED, TRACED = 30, 60, 8
 
 
@@ -44,6 +80,8 @@ def build(name: str, dev, tiny: bool):
     from torch import nn
 
     n = 40 if tiny else 300
+    if name in SINGLE:
+        return build_single(name, dev, n if tiny else 1000)
     if name == "chain":
         x0 = torch.randn(1024, device=dev)
 
@@ -105,7 +143,12 @@ def run_kineto(step, dev, steps: int, stack: bool, trace: Path) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     import advisor.capture as ac
+    from advisor.capture.window import cupti_teardown
 
+    # as `advisor profile` does: without it CUPTI stays subscribed after the trace and every
+    # later plain block of this process runs slower (the first device run of the single-event
+    # workloads measured a launch-bound loop at 5.0 ms before its first trace, 10.8 after)
+    cupti_teardown()
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if dev.type == "cuda" else [])
     times = []
     with profile(activities=acts, record_shapes=True, with_stack=stack) as prof:
@@ -152,7 +195,9 @@ def main() -> int:
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", required=True, choices=["plain", "kineto", "kineto-stack", "nsys"])
-    ap.add_argument("--workload", choices=WORKLOADS, action="append")
+    ap.add_argument("--workload", choices=WORKLOADS + SINGLE, action="append")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="traced blocks per workload, each between plain blocks")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="small sizes for a CPU smoke run")
@@ -171,13 +216,23 @@ def main() -> int:
         else:
             # the same process's plain steps just before the traced ones: processes differ by
             # up to 20% in host speed on the H100 machine, so the fit compares within one
-            before = run_plain(step, dev, TIMED if not a.tiny else 10)
-            if a.mode == "nsys":
-                r = run_nsys(step, dev, TRACED)
-            else:
-                r = run_kineto(step, dev, TRACED, a.mode == "kineto-stack",
-                               a.out / f"{name}-{a.mode}.json.gz")
-            r["plain_before"] = {k: v for k, v in before.items() if k != "per_step_ms"}
+            timed = TIMED if not a.tiny else 10
+            before = run_plain(step, dev, timed)
+            rounds = []
+            for k in range(a.rounds):
+                suffix = f"-r{k}" if a.rounds > 1 else ""
+                if a.mode == "nsys":
+                    r = run_nsys(step, dev, TRACED)
+                else:
+                    r = run_kineto(step, dev, TRACED, a.mode == "kineto-stack",
+                                   a.out / f"{name}-{a.mode}{suffix}.json.gz")
+                after = run_plain(step, dev, timed) if a.rounds > 1 else None
+                r["plain_before"] = {k: v for k, v in before.items() if k != "per_step_ms"}
+                if after is not None:
+                    r["plain_after"] = {k: v for k, v in after.items() if k != "per_step_ms"}
+                    before = after
+                rounds.append(r)
+            r = rounds[0] if len(rounds) == 1 else {**rounds[0], "rounds": rounds}
         results[name] = r
         print(f"calibration {a.mode} {name}: median {r['median_ms']:.3f} ms", flush=True)
     tag = a.mode if a.mode != "nsys" else f"nsys-{'-'.join(a.workload or WORKLOADS)}"

@@ -242,7 +242,8 @@ def jobs(part: str, ext: Path, work: Path, tiny: bool, cuda: bool) -> list[dict]
         out.append({"name": "hook-cost", "kind": "bench",
                     "cmd": [*_py(), str(HERE / "hook_cost.py"), "--blocks", "12", "--steps", "50"]})
         if cuda:
-            for sc in ("uncaptured-cuda-graph", "unfused-attention"):
+            for sc in ("uncaptured-cuda-graph", "unfused-attention", "cpu-bound-loss", "host-sync",
+                       "compiler-fusion"):
                 script = HERE / "scenarios" / sc / "scenario.py"
                 out.append({"name": f"{sc}-plain", "kind": "scenario", "cwd": work,
                             "cmd": [*_py(), str(HERE / "scenarios" / "harness.py"), "timing",
@@ -290,7 +291,8 @@ def collect(a: argparse.Namespace) -> int:
     todo = jobs(a.part, a.ext, work, a.tiny, cuda) if a.part != "all" else ordered(
         jobs("A", a.ext, work, a.tiny, cuda) + jobs("B", a.ext, work, a.tiny, cuda))
     if a.names:
-        todo = [j for j in todo if any(j["name"].startswith(n) for n in a.names.split(","))]
+        todo = [j for j in todo if any(j["name"] == n[:-1] if n.endswith("$")
+                                       else j["name"].startswith(n) for n in a.names.split(","))]
     for job in todo:
         if time.time() - t_start > a.deadline:
             index.append({"name": job["name"], "skipped": "deadline"})
@@ -518,7 +520,8 @@ def main() -> int:
     c.add_argument("--tiny", action="store_true")
     c.add_argument("--per-class", type=int, default=80,
                    help="training images per class (timm-long: a long epoch)")
-    c.add_argument("--names", default="", help="only runs whose names start with these (a,b)")
+    c.add_argument("--names", default="",
+                   help="only runs whose names start with these (a,b; 'a$': exactly a)")
     for name in ("fit", "table"):
         p = sub.add_parser(name)
         p.add_argument("dirs", type=Path, nargs="+" if name == "table" else "*")

@@ -65,8 +65,14 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
                 "Estimates are relative to the measured step.")
         overhead = rep.replay.profiler_overhead_ns or 0.0
         if m is None and overhead > 0.05 * base:
+            err = (rep.replay.calibration or {}).get("expected_error")
+            good_to = ("" if err is None else
+                       f" Taken out per event as calibrated on the H100, the step is good to "
+                       f"about ±{err:.0%} (root mean square on checked captures); `advisor "
+                       "profile` measures it instead.")
             console.print(f"[dim]The tracing profiler added about {_ms(overhead)} of host time "
-                          "per step; the step time above and every estimate leave it out.[/]")
+                          f"per step; the step time above and every estimate leave it out."
+                          f"{good_to}[/]")
         phases = st.phases_ns
         if phases:
             console.print("Phases (median, GPU-projected)", style="italic")
