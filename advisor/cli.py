@@ -8,7 +8,9 @@ traceback and exits 70 so it is never mistaken for a finding.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import traceback
 
 import click
@@ -67,5 +69,32 @@ def main(argv: list[str] | None = None) -> int:
     return int(result or 0)
 
 
+def _may_skip_teardown() -> bool:
+    """Whether the process can end without Python's teardown: only advisor's own code ran in
+    it (no user script, no torch, no Dask cluster whose finalizers stop worker processes) and
+    no other thread is left that a normal exit would wait for."""
+    if any(m in sys.modules for m in ("torch", "distributed", "dask.distributed")):
+        return False
+    return all(t is threading.main_thread() or t.daemon for t in threading.enumerate())
+
+
+def run() -> None:
+    """The ``advisor`` console script: `main`, then, where nothing but advisor ran, the process
+    ends without tearing down its objects. Freeing a trace's op graph object by object at exit
+    took 0.17 s of `advisor analyze`'s 1.85 s on a 2.9 MB Kineto trace (HTA's
+    df_index_resolver, 216k events) and added nothing: the reports are written and the
+    streams flushed first. (Mercurial ends its commands the same way.) A library caller of
+    `main` keeps Python's normal exit."""
+    code = main()
+    if _may_skip_teardown():
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe: the normal exit reports it
+            sys.exit(code)
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

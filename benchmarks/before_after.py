@@ -31,7 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import analysis_scaling as bench  # the same probe as the scaling tables
 
 NEW = Path(__file__).resolve().parents[1]
-MAIN = "import sys; from advisor.cli import main; sys.exit(main())"
+MAIN = ("import sys; import advisor.cli as c; "
+        "c.run() if hasattr(c, 'run') else sys.exit(c.main())")
+"""What the ``advisor`` console script runs in either tree (``advisor.cli:run`` since the
+seventh pass, ``advisor.cli:main`` before it)."""
 
 
 def analyze_command(tree: Path, trace: Path) -> dict:

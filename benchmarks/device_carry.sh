@@ -24,7 +24,7 @@ for group, items in eps.items():
     print(f"[{group}]")
     for k, v in items.items():
         print(f"{k} = {v}")
-print("[console_scripts]\nadvisor = advisor.cli:main")
+print("[console_scripts]\nadvisor = advisor.cli:run")
 PY
 (cd "$dest/site" && python3 -m zipfile -e "$whl" .)
 cp -r "$src/benchmarks" "$dest/benchmarks"
