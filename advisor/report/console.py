@@ -68,8 +68,8 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             err = (rep.replay.calibration or {}).get("expected_error")
             good_to = ("" if err is None else
                        f" Taken out per event as calibrated on the H100, the step is good to "
-                       f"about ±{err:.0%} (root mean square on checked captures); `advisor "
-                       "profile` measures it instead.")
+                       f"about ±{err:.0%} (its error on the captures it was checked on); "
+                       "`advisor profile` measures it instead.")
             console.print(f"[dim]The tracing profiler added about {_ms(overhead)} of host time "
                           f"per step; the step time above and every estimate leave it out."
                           f"{good_to}[/]")

@@ -1,5 +1,5 @@
 # Sourced by the device scripts here (hf_hostcheck.sh, lightning_check.sh, hf_compile.sh,
-# hf_graphs.sh, hf_loader.sh, probe_check.sh, loader_and_graphs.sh),
+# hf_graphs.sh, hf_loader.sh, probe_check.sh, loader_and_graphs.sh, hf_stack_check.sh),
 # run from the repository root on the device with the carry folder .carry-transformer (whl/,
 # hf/run_clm.py, lightning/imagenet.py, scripts/synth_data.py; see README.md).
 # Sets C (carry), W (work), L (logs), T0; `run NAME TIMEOUT CMD...` runs CMD into $L/NAME.log,
