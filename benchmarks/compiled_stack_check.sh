@@ -8,6 +8,7 @@ set -u
 T0=$(date +%s); W=/tmp/cc; mkdir -p $W
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pip.log 2>&1 || tail -5 /tmp/pip.log
 python3 -c "import nvtx" 2>/dev/null || python3 -m pip install -q --no-deps .carry-cal/nvtx-*.whl
+python3 -c "import msgspec" 2>/dev/null || python3 -m pip install -q --no-deps .carry-cal/msgspec-*.whl  # advisor's own dependency; not in the device image
 N=$PWD/.carry-cal/ext/nanoGPT
 python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import unprofiled_check as u; from pathlib import Path; u.make_nanogpt_data(Path('$N'), False)"
 AP="python3 -m advisor.cli profile -q --steps 4 --then continue"

@@ -13,6 +13,7 @@ CARRY=${CARRY:-$PWD/.carry-cal}; T0=$(date +%s); BUDGET=${BUDGET:-560}
 source .device-kit/nsys-env.sh
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pip.log 2>&1 || tail -5 /tmp/pip.log
 python3 -c "import nvtx" 2>/dev/null || python3 -m pip install -q --no-deps "$CARRY"/nvtx-*.whl
+python3 -c "import msgspec" 2>/dev/null || python3 -m pip install -q --no-deps "$CARRY"/msgspec-*.whl  # advisor's own dependency; not in the device image
 nvidia-smi --query-gpu=name --format=csv,noheader; nproc; python3 -c "import torch; print(torch.__version__)"
 W=/tmp/cal; mkdir -p $W
 left() { echo $(( BUDGET - $(date +%s) + T0 - ${1:-0} )); }

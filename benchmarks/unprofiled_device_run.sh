@@ -10,6 +10,7 @@ CARRY=${CARRY:-$PWD/.carry-cal}; T0=$(date +%s)
 source .device-kit/nsys-env.sh
 python3 -m pip install -q --no-deps --no-build-isolation -e . > /tmp/pip.log 2>&1 || tail -5 /tmp/pip.log
 python3 -c "import nvtx" 2>/dev/null || python3 -m pip install -q --no-deps "$CARRY"/nvtx-*.whl
+python3 -c "import msgspec" 2>/dev/null || python3 -m pip install -q --no-deps "$CARRY"/msgspec-*.whl  # advisor's own dependency; not in the device image
 W=/tmp/cal; mkdir -p $W
 C="python3 benchmarks/unprofiled_check.py collect --out $W --ext $CARRY/ext --job-timeout 100"
 $C --part C --names cal- --deadline 150
