@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 WORKLOADS = ("chain", "views", "mlp")
+WARM, TIMED, TRACED = 30, 60, 8
 SINGLE = ("pyfunc", "builtin", "cpu-op", "cuda-view", "cuda-op", "deep-op")
 """One kind of event per repetition (module docstring)."""
 
@@ -72,7 +73,6 @@ def build_single(name: str, dev, n: int):
     def deep(k):
         return deep(k - 1) if k else [torch.neg(x) for _ in range(n)]
     return lambda: deep(40)
-WARM, TIMED, TRACED = 30, 60, 8
 
 
 def build(name: str, dev, tiny: bool):
@@ -190,6 +190,10 @@ def run_nsys(step, dev, steps: int) -> dict:
     return {"median_ms": statistics.median(times[1:]), "per_step_ms": times}
 
 
+def _without_steps(timing: dict) -> dict:
+    return {k: v for k, v in timing.items() if k != "per_step_ms"}
+
+
 def main() -> int:
     import torch
 
@@ -219,18 +223,17 @@ def main() -> int:
             timed = TIMED if not a.tiny else 10
             before = run_plain(step, dev, timed)
             rounds = []
-            for k in range(a.rounds):
-                suffix = f"-r{k}" if a.rounds > 1 else ""
+            for i in range(a.rounds):
+                suffix = f"-r{i}" if a.rounds > 1 else ""
                 if a.mode == "nsys":
                     r = run_nsys(step, dev, TRACED)
                 else:
                     r = run_kineto(step, dev, TRACED, a.mode == "kineto-stack",
                                    a.out / f"{name}-{a.mode}{suffix}.json.gz")
-                after = run_plain(step, dev, timed) if a.rounds > 1 else None
-                r["plain_before"] = {k: v for k, v in before.items() if k != "per_step_ms"}
-                if after is not None:
-                    r["plain_after"] = {k: v for k, v in after.items() if k != "per_step_ms"}
-                    before = after
+                r["plain_before"] = _without_steps(before)
+                if a.rounds > 1:  # the plain block after this one is the next one's before
+                    before = run_plain(step, dev, timed)
+                    r["plain_after"] = _without_steps(before)
                 rounds.append(r)
             r = rounds[0] if len(rounds) == 1 else {**rounds[0], "rounds": rounds}
         results[name] = r

@@ -17,6 +17,7 @@ in the results as the mechanism's floor.
 
     python benchmarks/profiler_cost_fit.py rows DIR [DIR ...]     # per capture: counts, steps
     python benchmarks/profiler_cost_fit.py fit DIR [DIR ...]      # fit, leave-one-out checks
+    python benchmarks/profiler_cost_fit.py python-cost CAPTURE...  # compiled steps' Python cost
     python benchmarks/profiler_cost_fit.py cut SRC DEST --steps 4 # keep a capture's first steps
 
 ``fit`` prints, for every capture, the error of the replay with the costs shipped in
@@ -40,16 +41,16 @@ CONFIG = ("torch.profiler", "shapes,stack")
 
 
 def measured_outside(capture: Path) -> tuple[float, int]:
-    """Median of the steps `advisor profile` timed outside its window: not within two steps of
-    it, not the first five, not next to an evaluation or a checkpoint."""
-    st = json.loads((capture / "steps_rank0.json").read_text())["state"]
-    rec = st["recorded"]
-    lo, hi = min(rec) - 2, max(rec) + 3
-    busy = {int(k) for k, v in (st.get("activity") or {}).items()
-            if int(k) >= 0 and {"eval", "checkpoint"} & set(v)}
-    ms = [(end - start) / 1e6 for i, start, end in st["step_times"]
-          if not lo <= i <= hi and i >= 5 and i not in busy and i - 1 not in busy]
-    return statistics.median(ms), len(ms)
+    """The unprofiled step `advisor profile` measured in that run (ms) and over how many steps:
+    its own `advisor.capture.steptimes.measured_step` of the state it left (steps after warm-up,
+    away from the window, far outliers out), the baseline its report used."""
+    from advisor.capture.steptimes import StepClock, measured_step
+
+    state = json.loads((capture / "steps_rank0.json").read_text())["state"]
+    m = measured_step(StepClock.from_state(state))
+    if m is None:
+        raise SystemExit(f"{capture}: too few steps measured outside the window")
+    return m.median_ns / 1e6, m.count
 
 
 def captures(dirs: list[Path]) -> list[tuple[str, Path]]:
@@ -150,6 +151,38 @@ def cmd_fit(a: argparse.Namespace) -> int:
     return 0
 
 
+def exact_python_cost(c: Capture, call_us: float, op_us: float) -> float:
+    """The cost per Python call (us) that makes ``c``'s replay take its measured step, with the
+    other two costs held (bisection: the replay shortens as the cost grows)."""
+    lo, hi = 0.0, 40.0
+    for _ in range(25):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if c.error(call_us, op_us, mid) > 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+def cmd_python_cost(a: argparse.Namespace) -> int:
+    """The Python-call cost of the compiled captures (`profiler_cost.COMPILED_PY_NS`): each
+    capture's exact cost, their mean, and each capture's error with the mean of the others."""
+    from advisor.engine.profiler_cost import CALIBRATIONS
+
+    ship = CALIBRATIONS[CONFIG]
+    call_us, op_us = ship.call_ns / 1e3, ship.op_ns / 1e3
+    caps = [Capture(f"{d.parent.name}/{d.name}", d) for d in a.captures]
+    exact = [exact_python_cost(c, call_us, op_us) for c in caps]
+    mean = statistics.fmean(exact)
+    print(f"mean {mean:.2f} us per Python call (call {call_us:g}, operator {op_us:g} held)")
+    held = []
+    for i, c in enumerate(caps):
+        others = statistics.fmean(x for j, x in enumerate(exact) if j != i)
+        held.append(c.error(call_us, op_us, others))
+        print(f"  {c.name:45} measured {c.measured_ms:7.2f} ms  exact {exact[i]:5.2f} us  "
+              f"with the mean {c.error(call_us, op_us, mean):+.1%}  with the others' mean "
+              f"{held[-1]:+.1%}  with the eager cost {c.error(call_us, op_us, ship.py_ns / 1e3):+.1%}")
+    print(f"left out: RMS {statistics.fmean(e * e for e in held) ** 0.5:.1%}")
+    return 0
+
+
 def cmd_cut(a: argparse.Namespace) -> int:
     """Keep a capture's first ``--steps`` step ranges (and everything that starts among them):
     what the replay reads, at a fraction of the size."""
@@ -175,12 +208,15 @@ def main() -> int:
     for name in ("rows", "fit"):
         p = sub.add_parser(name)
         p.add_argument("dirs", type=Path, nargs="+")
+    p = sub.add_parser("python-cost")
+    p.add_argument("captures", type=Path, nargs="+")
     p = sub.add_parser("cut")
     p.add_argument("src", type=Path)
     p.add_argument("dest", type=Path)
     p.add_argument("--steps", type=int, default=4)
     a = ap.parse_args()
-    return {"rows": cmd_rows, "fit": cmd_fit, "cut": cmd_cut}[a.cmd](a)
+    return {"rows": cmd_rows, "fit": cmd_fit, "python-cost": cmd_python_cost,
+            "cut": cmd_cut}[a.cmd](a)
 
 
 if __name__ == "__main__":
