@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from advisor.commands.numbers import FiniteFloatRange
 from advisor.errors import AdvisorError, AnalysisError
 from advisor.ingest.base import LoadOptions
 
@@ -39,7 +40,7 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float) -> int:
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--threshold", default=5.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True, max=1000),
+              type=FiniteFloatRange(min=0, min_open=True, max=1000),
               help="Step-time increase, in percent, that fails when also significant.")
 @click.option("--allow", "allow", multiple=True, metavar="RULE",
               help="Accept regressions named by this rule (name or code); repeatable.")
@@ -53,7 +54,8 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float) -> int:
               help="Write the verdict as JSON here.")
 @click.option("--steps", "step_pattern", metavar="REGEX",
               help="The ranges that are the steps in both traces (see `advisor analyze`).")
-@click.option("--pid", type=int, help="The process (rank) to compare in both traces.")
+@click.option("--pid", type=click.IntRange(min=0, max=2**63 - 1),
+              help="The process (rank) to compare in both traces.")
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
             json_out: Path | None, step_pattern: str | None, pid: int | None) -> int:
