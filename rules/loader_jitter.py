@@ -132,7 +132,8 @@ class LoaderJitter(Rule):
             OUTLIER_MADS,
             "a step is an outlier above the median plus this many median absolute deviations: "
             "raise it for a job whose steps legitimately vary (variable sequence lengths), "
-            "lower it to catch milder jitter"),
+            "lower it to catch milder jitter",
+            minimum=0.0, maximum=1000.0),
     }
     mechanisms: ClassVar[Mapping[str, str]] = {
         "main-thread-loading": "the training thread loads each batch itself (num_workers=0) "
