@@ -63,8 +63,7 @@ def _gate_input(r: RankSummary) -> GateInput:
         gpus=(r.gpu,) if r.gpu else (), steps_source=r.step_source,
         step_times_ms=tuple(s.time_ns / 1e6 for s in r.steps),
         kernels=tuple(KernelRow(name, category, count, 0.0, dict(shapes))
-                      for name, category, count, shapes in w.kernels),
-        ops=dict(w.ops))
+                      for name, category, count, shapes in w.kernels))
 
 
 def _not_comparable(base: Job, cand: Job) -> tuple[str, list[str]]:

@@ -144,7 +144,7 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
             world_size=graph.info.world_size, order=order, steps=summaries,
             notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
             ranks_in_file=len(pids), step_source=graph.step_source.value,
-            trace_format=graph.info.format, workload=rank_workload(graph, own or [], pid, ops)))
+            trace_format=graph.info.format, workload=rank_workload(own or [], ops)))
     return out
 
 

@@ -4,9 +4,11 @@ The job gate compared the job's step times and nothing else, so a two-rank DDP j
 unrelated single-GPU traces (or a job of one model against a job of another) was a verdict. The
 single gate refuses different workloads on the evidence of `advisor.gate.workload`: the kernels
 per step (name and category), their launch geometry, and the host operators with their input
-shapes. This module gathers the same evidence for one rank over its steady steps, inside the
+shapes. This module gathers the kernel evidence for one rank over its steady steps, inside the
 Dask task that holds the rank's graph (`advisor.job.summary.summarize_graph`): a few kilobytes
-travel, the graph stays on the worker.
+travel, the graph stays on the worker. Host operators are not among it: the job path's slim
+reader (`advisor.job.slim_trace`) leaves them out of the graph, so a rank whose step is CUDA
+graph replays traced as single rows cannot be matched, and the job gate says so (exit 2).
 
 The GPU ops of a step are those of the rank's process that start in the step's GPU window, the
 window the rank summary uses for its times; both jobs are measured the same way, so the
@@ -21,8 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from advisor.graph.kernels import classify
-from advisor.graph.model import GpuOp, GpuOpKind, OpGraph, RangeSource, Step
-from advisor.graph.step_metrics import MAX_OP_KEYS, geometry, op_signature
+from advisor.graph.model import GpuOp, GpuOpKind, Step
+from advisor.graph.step_metrics import geometry
 
 MAX_KERNEL_KEYS = 2000
 """Kernel names kept per rank (the most launched): a model has a few hundred; the cap bounds a
@@ -32,16 +34,14 @@ summary whatever a trace holds."""
 @dataclass(frozen=True, slots=True)
 class RankWorkload:
     """Per steady step of one rank: each kernel (and CUDA graph replay) with its category,
-    launches and launch geometries; each host operator with its input shapes."""
+    launches and launch geometries."""
 
     kernels: tuple[tuple[str, str, float, tuple[tuple[str, float], ...]], ...] = ()
-    ops: tuple[tuple[str, float], ...] = ()
 
 
-def rank_workload(graph: OpGraph, steps: Sequence[Step], pid: int,
-                  ops: Sequence[GpuOp]) -> RankWorkload:
-    """The rank's workload over ``steps`` (its steady steps; another process's step windows
-    when it has none of its own, in which case its host operators are not counted)."""
+def rank_workload(steps: Sequence[Step], ops: Sequence[GpuOp]) -> RankWorkload:
+    """The rank's workload over ``steps`` (its steady steps, or another process's step windows
+    when it has none of its own) from ``ops``, its GPU ops sorted by start."""
     if not steps:
         return RankWorkload()
     starts = [o.start_ns for o in ops]
@@ -65,20 +65,5 @@ def rank_workload(graph: OpGraph, steps: Sequence[Step], pid: int,
     kernels = tuple((name, categories[name], count / n,
                      tuple((g, c / n) for g, c in sorted(shapes[name].items())))
                     for name, count in kept)
-    return RankWorkload(kernels, _operators(graph, steps, pid))
+    return RankWorkload(kernels)
 
-
-def _operators(graph: OpGraph, steps: Sequence[Step], pid: int) -> tuple[tuple[str, float], ...]:
-    own = [s for s in steps if s.pid == pid]
-    if not own:
-        return ()
-    tids = sorted({r.tid for r in graph.ranges
-                   if r.pid == pid and r.source is RangeSource.OPERATOR})
-    total: dict[str, int] = defaultdict(int)
-    for step in own:
-        for tid in tids:
-            for r in graph.ranges_in(pid, tid, step.cpu_start_ns, step.cpu_end_ns):
-                if r.source is RangeSource.OPERATOR:
-                    total[op_signature(r.name, r.shapes)] += 1
-    frequent = sorted(total.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_OP_KEYS]
-    return tuple((k, c / len(own)) for k, c in sorted(frequent))
