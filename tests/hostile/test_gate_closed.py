@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import shutil
 import signal
@@ -22,6 +23,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, seed, settings
+from hypothesis import strategies as st
 
 from tests.hostile.conftest import FIXTURES, ROOT, assert_held, run_cli, run_process, snapshot
 
@@ -336,3 +339,81 @@ def test_a_rule_option_in_range_still_applies():
     run = run_cli(["analyze", "-q", FIXTURES / "loader-jitter" / "bad" / "trace.json.gz",
                    "--rule-option", "loader-jitter.outlier-mads=4.5"])
     assert run.exit_code == 0, run.stderr
+
+
+# ----- fuzz: no option value turns a regression into a pass -------------------------------------
+
+FUZZ = settings(max_examples=int(os.environ.get("ADVISOR_FUZZ_EXAMPLES", "25")), deadline=None,
+                database=None, suppress_health_check=list(HealthCheck), print_blob=True)
+NUMBER_TEXT = st.one_of(
+    st.sampled_from(HOSTILE_NUMBERS),
+    st.floats().map(repr),  # NaN, infinities, subnormals, negative zero included
+    st.floats(min_value=-2000, max_value=2000).map(lambda x: f"{x:.6g}"),
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.sampled_from(HOSTILE_NUMBERS + ["5e-324", "1000", "1000.0000001", "900", "0x10", "1_0",
+                                       " 5", "5%", "", "nan(1)", "Infinity", "-nan", "1e-400"]),
+    st.text(max_size=6),
+)
+
+
+def _allows(threshold_text: str, change_percent: float) -> bool:
+    """Whether the command line could legitimately pass a change of ``change_percent``: only a
+    finite threshold of at least that change, within the option's range, may."""
+    try:
+        value = float(threshold_text)
+    except ValueError:
+        return False
+    return math.isfinite(value) and change_percent <= value <= 1000
+
+
+@seed(3001)
+@FUZZ
+@given(threshold=NUMBER_TEXT, pid=st.one_of(st.none(), NUMBER_TEXT))
+@example(threshold="nan", pid=None)
+@example(threshold="1e400", pid="-1")
+def test_no_gate_option_value_turns_a_regression_into_a_pass(saved, threshold, pid):
+    """The 10x slower candidate (+900%): exit 1 or a one-line exit 2 for every value of
+    --threshold and --pid, and exit 0 only under a valid threshold of 900% or more."""
+    args = ["gate", saved["good"], saved["slow"], f"--threshold={threshold}"]
+    if pid is not None:
+        args.append(f"--pid={pid}")
+    run = run_cli(args)
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    if run.exit_code == 0:
+        assert _allows(threshold, 900), (threshold, pid, run.stdout[-500:])
+        return
+    assert run.exit_code in (1, 2), (threshold, pid, run.exit_code, run.stderr[-2000:])
+    if run.exit_code == 2:
+        lines = [x for x in run.stderr.splitlines() if x.strip()]
+        assert sum(x.startswith(("advisor: error:", "Error:")) for x in lines) == 1, lines
+
+
+@pytest.fixture(scope="module")
+def jobs() -> tuple:
+    """The DDP baseline and its slow-rank job (+71% job step), analysed once."""
+    from advisor.job.api import analyze_job
+
+    return tuple(analyze_job([JOBS / name], rank_rules="none") for name in ("baseline",
+                                                                            "slow-rank"))
+
+
+@seed(3002)
+@FUZZ
+@given(threshold=st.one_of(st.floats(), st.sampled_from([0.0, -0.0, 1e-300, 0.7, 0.71, 10.0,
+                                                        10.000001, 1e308])))
+@example(threshold=math.nan)
+def test_no_job_threshold_turns_a_regression_into_a_pass(jobs, threshold):
+    """The library's job comparison, under any float: refused (`AdvisorError`), or a verdict
+    that is a pass only under a finite threshold of at least the job's change."""
+    from advisor.errors import AdvisorError
+    from advisor.job.gate import compare_jobs
+
+    try:
+        result = compare_jobs(*jobs, threshold)
+    except AdvisorError as e:
+        assert "threshold" in str(e)
+        assert not (math.isfinite(threshold) and 0 < threshold <= 10), threshold
+        return
+    assert math.isfinite(threshold) and 0 < threshold <= 10
+    if result.status == "pass":
+        assert result.change <= threshold, (threshold, result)
