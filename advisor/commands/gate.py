@@ -25,9 +25,9 @@ def _is_job(p: Path) -> bool:
 
 def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: LoadOptions,
               github_annotations: bool) -> int:
+    from advisor.gate.render.text import wrap
     from advisor.job.api import analyze_job
     from advisor.job.gate import compare_jobs, render, render_annotations
-    from advisor.gate.render.text import wrap
     from advisor.safe_text import no_workflow_commands, plain
 
     base = analyze_job([baseline], rank_rules="none", load_options=load_options)
