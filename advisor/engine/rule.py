@@ -83,6 +83,14 @@ class Option:
     minimum: float | None = None
     maximum: float | None = None
 
+    def range_text(self) -> str:
+        """The declared range as people write it ("0 to 1000", "at least 1"); "" if none."""
+        if self.minimum is not None and self.maximum is not None:
+            return f"{self.minimum:g} to {self.maximum:g}"
+        if self.minimum is not None:
+            return f"at least {self.minimum:g}"
+        return f"at most {self.maximum:g}" if self.maximum is not None else ""
+
     def problem(self, value: float | int | str | bool) -> str | None:
         """Why ``value`` is not a valid setting of this numeric option (None: it is)."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -417,3 +417,9 @@ def test_no_job_threshold_turns_a_regression_into_a_pass(jobs, threshold):
     assert math.isfinite(threshold) and 0 < threshold <= 10
     if result.status == "pass":
         assert result.change <= threshold, (threshold, result)
+
+
+def test_the_declared_range_is_listed_with_the_option():
+    run = run_cli(["rules", "loader-jitter"])
+    assert run.exit_code == 0, run.stderr
+    assert "0 to 1000" in run.stdout, run.stdout
