@@ -144,12 +144,13 @@ def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path |
 
     from advisor.job import report
     from advisor.job.api import analyze_job
+    from advisor.report.progress import Progress
 
-    err = Console(stderr=True, highlight=False)
+    shown = Progress.on_stderr(quiet)  # a terminal only, as for one trace: CI logs stay clean
 
     def progress(done: int, total: int) -> None:
-        if not quiet and (done == total or done % max(1, total // 10) == 0):
-            err.print(f"[dim]ranks summarised: {done}/{total}[/]")
+        if done == total or done % max(1, total // 10) == 0:
+            shown.note(f"ranks summarised: {done}/{total}")
 
     if isinstance(options, int):
         options = LoadOptions(max_steps=options)

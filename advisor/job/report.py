@@ -146,7 +146,7 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
     sources = sorted({r["rank_source"] for r in d["ranks"]})
     console.print(f"[dim]ranks from: {', '.join(sources)}[/]")
     for note in j["notes"]:
-        console.print(f"[yellow]note:[/] {markup(note)}", soft_wrap=True)
+        console.print(f"[yellow]note:[/] {markup(note)}")
     t = Table(title="Ranks (median per step)", title_justify="left")
     for col in ("rank", "step", "own work", "comm", "exposed", "waiting", "pace"):
         t.add_column(col, justify="right")
