@@ -144,7 +144,7 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
                   f"{j['communication_share_of_kernel_time']:.0%} of kernel time, "
                   f"{j['communication_overlapped_share']:.1%} of it overlapped with compute")
     sources = sorted({r["rank_source"] for r in d["ranks"]})
-    console.print(f"[dim]ranks from: {', '.join(sources)}[/]")
+    console.print(f"[dim]ranks from: {markup(', '.join(sources))}[/]")
     for note in j["notes"]:
         console.print(f"[yellow]note:[/] {markup(note)}", soft_wrap=True)
     t = Table(title="Ranks (median per step)", title_justify="left")
@@ -168,14 +168,14 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
         for col in ("collective", "kernels", "total ms", "exposed ms", "waiting ms", "host call ms"):
             t.add_column(col, justify="right")
         for c in d["collectives"]:
-            t.add_row(c["kind"], str(c["count_per_step"]), f"{c['total_ms']:.3f}",
+            t.add_row(markup(c["kind"]), str(c["count_per_step"]), f"{c['total_ms']:.3f}",
                       f"{c['exposed_ms']:.3f}", f"{c['waiting_ms']:.3f}", f"{c['host_call_ms']:.3f}")
         console.print(t)
     if d["straggler"]:
         s = d["straggler"]
         spent = ", ".join(f"{k} {v:+.3f} ms" for k, v in s["spent_on_ms"].items())
-        console.print(f"Straggler: [bold red]rank {s['rank']}[/] ({s['cause']}): the others wait "
-                      f"{s['others_waiting_ms']:.3f} ms per step; its extra work: {spent}")
+        console.print(f"Straggler: [bold red]rank {s['rank']}[/] ({markup(s['cause'])}): the others "
+                      f"wait {s['others_waiting_ms']:.3f} ms per step; its extra work: {markup(spent)}")
         if s["cause"].startswith("slower host"):
             console.print("  Its forward, backward and optimizer, run as often as on the others, took "
                           "longer: the CPU, not the code (oversubscribed cores, NUMA placement, "
@@ -244,8 +244,10 @@ def write_html(job: Job, path: str | Path) -> None:
     step = [[st["rank_step_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
     own = [[st["rank_own_work_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
     exposed = [[st["rank_exposed_comm_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
+    from advisor.report.html_report import shown
+
     env = jinja2.Environment(loader=jinja2.PackageLoader("advisor.report.templates", "."),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+                             autoescape=True, undefined=jinja2.StrictUndefined, finalize=shown)
     template = env.get_template("job.html.j2")
     html = template.render(
         d=d, ranks=ranks, step_grid=_heat(step), own_grid=_heat(own), exposed_grid=_heat(exposed),

@@ -8,7 +8,6 @@ code under it, highlighted as Python.
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -40,7 +39,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
     total_steps = st.count
     basis = st.basis
     if basis is not None:
-        console.print(f"Analysed: {escape(basis.describe())}")
+        console.print(f"Analysed: {markup(basis.describe(), 10_000)}")
     if st.median_ns is None or st.busy_median_ns is None:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
         if rep.whole_trace is not None and rep.has_gpu_work:
@@ -55,7 +54,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             f"GPU busy {busy:.0%}"
         )
         if basis is not None and basis.withheld:
-            console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
+            console.print(f"[yellow]No speedup estimates: {markup(basis.withheld, 10_000)}.[/]")
         m = st.measured
         if m is not None:
             console.print(
@@ -171,6 +170,6 @@ def _whole_trace(t: TraceSummary, console: Console) -> None:
         table.add_column("share", justify="right")
         gpu = t.gpu_ns or 1
         for k in t.top_kernels:
-            table.add_row(markup(short_name(k.name)), k.category, str(k.count), _ms(k.total_ns),
+            table.add_row(markup(short_name(k.name)), markup(k.category), str(k.count), _ms(k.total_ns),
                           f"{k.total_ns / gpu:.1%}")
         console.print(table)
