@@ -12,7 +12,7 @@ from pathlib import PurePath
 
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
-from advisor.safe_text import markdown
+from advisor.safe_text import markdown, no_ci_commands
 
 ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
 TITLE = {"pass": "pass", "fail": "regression", "inconclusive": "could not compare"}
@@ -90,10 +90,11 @@ def render_markdown(result: GateResult) -> str:
     if result.notes:
         out += ["<details><summary>Notes</summary>", ""]
         out += [f"- {cell(n)}" for n in result.notes] + ["", "</details>", ""]
-    return "\n".join(out)
+    return no_ci_commands("\n".join(out))  # printed to a CI log too, by some workflows
 
 
 def render_error_markdown(message: str) -> str:
     """What CI shows when the gate could not run at all (exit 2)."""
-    return (f"## {ICON['inconclusive']} advisor gate: could not compare\n\n{cell(message)}\n\n"
-            "The gate fails closed: fix the inputs and run it again.\n")
+    return no_ci_commands(f"## {ICON['inconclusive']} advisor gate: could not compare\n\n"
+                          f"{cell(message)}\n\nThe gate fails closed: fix the inputs and run it "
+                          "again.\n")
