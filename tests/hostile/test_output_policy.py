@@ -51,7 +51,8 @@ def hostile(tag: str) -> str:
 
 FILE_NAME = "::error file=a,line=1::x\n::warning::nl ##vso[task.complete]\x1b[2J\u202e @bob www.f.example"
 # The gate takes a path with a glob character (``[``, ``*``, ``?``) for a job of rank traces.
-GATE_FILE_NAME = "::error file=a,line=1::x\n::warning::nl\r::add-mask::m section_start:1:s\x1b\u202e @bob www.f.example"
+GATE_FILE_NAME = ("::error file=a,line=1::x\n::warning::nl\r::add-mask::m section_start:1:s\x1b\u202e "
+                  "@bob www.f.example")
 
 _UNSAFE_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 _ANYWHERE = re.compile(r"##\[|##vso\[|section_(?:start|end):", re.IGNORECASE)
@@ -222,6 +223,25 @@ def test_a_missing_hostile_file_is_one_safe_error_line(tmp_path):
     assert_held(run)
     assert run.exit_code == 2
     assert_safe(run.stderr, "error line")
+
+
+def test_progress_lines_name_the_file_safely(kineto, tmp_path):
+    """The progress display (a terminal's stderr) names the trace file and what it found."""
+    import io
+
+    from advisor.commands.analyze import run_analysis, settings_from_cli
+    from advisor.ingest.base import LoadOptions
+    from advisor.report.progress import Progress
+
+    trace = tmp_path / (FILE_NAME + ".json.gz")
+    shutil.copyfile(kineto, trace)
+    shown = io.StringIO()
+    progress = Progress(True, shown)
+    run_analysis(trace, LoadOptions(step_pattern=r"^ProfilerStep#\d+"),
+                 settings_from_cli((), (), (), True), progress)
+    progress.note(hostile("NOTETAG"))
+    assert "✓ read ::error file=a,line=1::x?::warning" in shown.getvalue() and "NOTETAG" in shown.getvalue()
+    assert_safe(shown.getvalue(), "progress")
 
 
 def test_without_the_line_guard_wrapping_starts_a_line_with_a_command(kineto, monkeypatch):
