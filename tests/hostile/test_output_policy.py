@@ -225,6 +225,13 @@ def test_a_missing_hostile_file_is_one_safe_error_line(tmp_path):
     assert_safe(run.stderr, "error line")
 
 
+def test_a_usage_error_quoting_a_hostile_value_is_safe():
+    """click's usage errors quote what was typed (a file name, an option value)."""
+    run = run_cli(["analyze", "t.json", "--max-steps", hostile("ARGTAG")])
+    assert run.exit_code == 2 and "ARGTAG" in run.stderr and "Traceback" not in run.stderr
+    assert_safe(run.stderr, "usage error")
+
+
 def test_progress_lines_name_the_file_safely(kineto, tmp_path):
     """The progress display (a terminal's stderr) names the trace file and what it found."""
     import io
