@@ -17,7 +17,7 @@ from advisor.errors import OutputError
 from advisor.job.model import Job, rank_ranges
 from advisor.job.rule import JobFinding
 from advisor.output_paths import write_atomic
-from advisor.safe_text import markup
+from advisor.safe_text import markup, visible
 
 JOB_SCHEMA = "advisor-job"
 JOB_SCHEMA_VERSION = "1.0"
@@ -219,7 +219,7 @@ def _fix_code(console, snippet: str, kind: str) -> None:
     from rich.syntax import Syntax
 
     if snippet:
-        console.print(Padding(Syntax(snippet, "python" if kind == "code" else "text",
+        console.print(Padding(Syntax(visible(snippet), "python" if kind == "code" else "text",
                                      theme="ansi_dark", word_wrap=True, background_color="default"),
                               (0, 0, 0, 5), expand=False))
 

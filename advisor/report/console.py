@@ -19,7 +19,7 @@ from advisor.report import source_view
 from advisor.report.model import Report, as_report
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
-from advisor.safe_text import markup, plain
+from advisor.safe_text import markup, plain, visible
 
 
 def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:
@@ -146,7 +146,7 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
         from rich.syntax import Syntax  # here: it loads pygments, which only --show-fixes uses
 
         lexer = "python" if f.fix.kind == "code" else "text"
-        console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
+        console.print(Padding(Syntax(visible(f.fix.snippet), lexer, theme="ansi_dark", word_wrap=True,
                                      background_color="default"), (0, 0, 0, 5), expand=False))
 
 

@@ -161,7 +161,7 @@ def nsys(tmp_path_factory) -> Path:
 
 
 def test_kineto_names_on_the_console(kineto):
-    out, err = analyze(kineto, "--steps", r"^ProfilerStep#\d+")
+    out, err = analyze(kineto, "--steps", r"^ProfilerStep#\d+", "--show-fixes")
     check_console(out, err, ("STEPTAG", "PROCTAG", "GPUTAG"))
     analysed = out[out.index("Analysed: "):]
     assert analysed.startswith("Analysed: process ") and "PROCTAG" in analysed[:200]
