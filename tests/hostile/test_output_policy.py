@@ -162,14 +162,14 @@ def nsys(tmp_path_factory) -> Path:
 
 def test_kineto_names_on_the_console(kineto):
     out, err = analyze(kineto, "--steps", r"^ProfilerStep#\d+", "--show-fixes")
-    check_console(out, err, ("STEPTAG", "PROCTAG", "GPUTAG"))
+    check_console(out, err, ("STEPTAG", "PROCTAG", "GPUTAG", "OPTAG", "PHASETAG"))
     analysed = out[out.index("Analysed: "):]
     assert analysed.startswith("Analysed: process ") and "PROCTAG" in analysed[:200]
 
 
 def test_nsys_names_on_the_console(nsys):
     out, err = analyze(nsys, "--steps", r"^step \d+")
-    check_console(out, err, ("STEPTAG", "PROCTAG", "GPUTAG"))
+    check_console(out, err, ("STEPTAG", "PROCTAG", "GPUTAG", "PHASETAG"))
 
 
 def test_kernel_names_in_the_whole_trace_summary(kineto, tmp_path):
@@ -194,15 +194,18 @@ def test_the_json_result_keeps_the_raw_strings(kineto, tmp_path):
     assert {g["name"] for g in data["trace"]["gpus"]} == {hostile("GPUTAG")}
 
 
-def test_the_html_page_shows_no_control_or_markup_from_names(kineto, tmp_path):
+@pytest.mark.parametrize("which", ["kineto", "nsys"])
+def test_the_html_page_shows_no_control_or_markup_from_names(which, kineto, nsys, tmp_path):
     page = tmp_path / "r.html"
-    analyze(kineto, "-q", "--html", page, "--steps", r"^ProfilerStep#\d+")
+    trace, steps = (kineto, r"^ProfilerStep#\d+") if which == "kineto" else (nsys, r"^step \d+")
+    analyze(trace, "-q", "--html", page, "--steps", steps)
     html = page.read_text(encoding="utf-8")
     bad = {unicodedata.name(c, hex(ord(c))) for c in html
            if c not in "\n\t\r" and unicodedata.category(c) in _UNSAFE_CATEGORIES}
     assert not bad, bad
     assert "<img src=x" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
-    assert "PROCTAG" in html and "GPUTAG" in html
+    tags = ("KERNELTAG", "STEPTAG", "PROCTAG", "GPUTAG") + (("OPTAG",) if which == "kineto" else ())
+    assert all(tag in html for tag in tags)
 
 
 def test_a_file_name_never_starts_the_first_line(kineto, tmp_path, monkeypatch):
