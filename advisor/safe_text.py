@@ -29,7 +29,9 @@ Per format on top of `plain`: `markup` (rich markup escaped), `markdown` (HTML a
 punctuation escaped; ``@mentions`` and bare URLs put in code spans, where GitHub neither pings
 nor links), `workflow_data`/`workflow_property` (GitHub's documented escaping inside one
 workflow command), `visible` (HTML text: the controls of `plain`, newlines kept). JSON keeps the
-raw strings: `json.dumps` escapes what JSON needs and JSON is data for programs.
+raw strings: `json.dumps` escapes what JSON needs and JSON is data for programs; `json_text` only
+writes the CI forms' ``#`` and ``_`` as JSON escapes, so the JSON on stdout of a CI step holds
+none either and reads back as the same strings.
 """
 
 from __future__ import annotations
@@ -138,6 +140,17 @@ def no_ci_commands(text: str) -> str:
 
 
 no_workflow_commands = no_ci_commands  # the first round's name
+
+_CI_IN_JSON = re.compile(r"#(?=#(?:vso)?\[)|(?<=section)_(?=(?:start|end):)", re.IGNORECASE)
+
+
+def json_text(text: str) -> str:
+    """JSON text (`json.dumps`, ASCII) with no CI form in any line and the same data: the ``#``
+    of ``##[``/``##vso[`` and the ``_`` of a section marker become ``\\u0023``/``\\u005f``,
+    which every JSON reader reads back as the same characters (in valid JSON they only occur
+    inside strings, never after an escaping backslash). Its lines start with blanks, a quote or
+    a bracket, never ``::``."""
+    return _CI_IN_JSON.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
 class CommandFreeStream:

@@ -17,7 +17,7 @@ from advisor.errors import OutputError
 from advisor.job.model import Job, rank_ranges
 from advisor.job.rule import JobFinding
 from advisor.output_paths import write_atomic
-from advisor.safe_text import markup, visible
+from advisor.safe_text import json_text, markup, visible
 
 JOB_SCHEMA = "advisor-job"
 JOB_SCHEMA_VERSION = "1.0"
@@ -126,7 +126,7 @@ def _write(path: str | Path, text: str) -> None:
 
 
 def write_json(job: Job, path: str | Path) -> None:
-    _write(path, json.dumps(to_dict(job), indent=2) + "\n")
+    _write(path, json_text(json.dumps(to_dict(job), indent=2)) + "\n")
 
 
 # ----- console ----------------------------------------------------------------------------------

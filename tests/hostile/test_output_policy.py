@@ -188,10 +188,15 @@ def test_kernel_names_in_the_whole_trace_summary(kineto, tmp_path):
 
 
 def test_the_json_result_keeps_the_raw_strings(kineto, tmp_path):
+    """JSON is data: the strings read back as the trace has them; the text on stdout (a CI
+    step's log) still holds no CI form, its ``#`` and ``_`` written as JSON escapes."""
     out = tmp_path / "r.json"
     analyze(kineto, "-q", "--json", out, "--steps", r"^ProfilerStep#\d+")
     data = json.loads(out.read_text())
     assert {g["name"] for g in data["trace"]["gpus"]} == {hostile("GPUTAG")}
+    stdout, _ = analyze(kineto, "-q", "--json", "-", "--steps", r"^ProfilerStep#\d+")
+    assert json.loads(stdout)["trace"]["gpus"] == data["trace"]["gpus"]
+    assert_safe(stdout, "--json -")
 
 
 @pytest.mark.parametrize("which", ["kineto", "nsys"])

@@ -14,6 +14,7 @@ Reproducible in CI: fixed seeds, no example database (as tests/hostile/test_fuzz
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import textwrap
@@ -27,6 +28,7 @@ from rich.text import Text
 from advisor.gate.render.github import command
 from advisor.safe_text import (
     CommandFreeStream,
+    json_text,
     markdown,
     no_ci_commands,
     plain,
@@ -143,3 +145,14 @@ def test_a_workflow_command_stays_one_command(title, message):
     assert line.startswith("::error title=") and not _ANYWHERE.search(line)
     assert "::" not in workflow_property(title) and "," not in workflow_property(title)
     assert "%" not in workflow_data(message).replace("%25", "").replace("%0D", "").replace("%0A", "")
+
+
+@seed(37)
+@FUZZ
+@given(st.dictionaries(TEXT, TEXT | st.lists(TEXT, max_size=3), max_size=4))
+def test_json_text_reads_back_the_same_and_holds_no_ci_form(data):
+    for indent in (None, 2):
+        plain_json = json.dumps(data, indent=indent)
+        text = json_text(plain_json)
+        assert json.loads(text) == json.loads(plain_json)  # (JSON pairs lone surrogates itself)
+        assert not violations(text), (data, text)
