@@ -61,7 +61,6 @@ _CI_ANYWHERE = re.compile(r"#(?=#(?:vso)?\[)|section_(?:start|end)(?=:)", re.IGN
 _BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
 _LEAD = rf"(?:[^\S{_BREAKS}]|\x1b\[[0-?]*[ -/]*[@-~])*"
 _LINE_START_COMMAND = re.compile(rf"(?:\A|(?<=[{_BREAKS}])){_LEAD}:(?:\x1b\[[0-?]*[ -/]*[@-~])*(?=:)")
-_LAST_LINE = re.compile(rf"[^{_BREAKS}]*\Z")
 _ONLY_LEAD = re.compile(rf"{_LEAD}\Z")
 _ESCAPES_ONLY = re.compile(r"(?:\x1b\[[0-?]*[ -/]*[@-~])*\Z")
 _LEAD_COLON = re.compile(rf"{_LEAD}:(?:\x1b\[[0-?]*[ -/]*[@-~])*\Z")
@@ -173,7 +172,7 @@ class CommandFreeStream:
             out = no_ci_commands(text)
         else:  # mid-line: the start of this write is no line start
             out = no_ci_commands("\0" + text)[1:]
-        last = _LAST_LINE.search(out).group(0)  # type: ignore[union-attr]
+        last = out[max(out.rfind(c) for c in _BREAKS) + 1:]  # linear, whatever the text
         if len(last) < len(out) or self._at_start:  # `last` is all of the line so far
             self._at_start = bool(_ONLY_LEAD.match(last))
             self._after_colon = bool(_LEAD_COLON.match(last))
