@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from advisor.gate.stats import hodges_lehmann, mann_whitney
 from advisor.job.model import Job
+from advisor.safe_text import no_ci_commands, plain
 
 ALPHA = 0.05
 """Significance of the one-sided test, as in the single-rank gate."""
@@ -82,4 +83,5 @@ def render(result: JobGateResult) -> str:
                      f"per step (the collective that grew most)")
     if result.reason:
         lines.append(f"  {result.reason}")
-    return "\n".join(lines) + "\n"
+    # the collective's name and the reason carry trace names: the output policy, line by line
+    return no_ci_commands("\n".join(plain(x, 4000) for x in lines) + "\n")

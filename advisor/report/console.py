@@ -8,7 +8,6 @@ code under it, highlighted as Python.
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -20,7 +19,7 @@ from advisor.report import source_view
 from advisor.report.model import Report, as_report
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
-from advisor.safe_text import markup, plain
+from advisor.safe_text import markup, plain, visible
 
 
 def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:
@@ -40,7 +39,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
     total_steps = st.count
     basis = st.basis
     if basis is not None:
-        console.print(f"Analysed: {escape(basis.describe())}")
+        console.print(f"Analysed: {markup(basis.describe(), 10_000)}")
     if st.median_ns is None or st.busy_median_ns is None:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
         if rep.whole_trace is not None and rep.has_gpu_work:
@@ -55,7 +54,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             f"GPU busy {busy:.0%}"
         )
         if basis is not None and basis.withheld:
-            console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
+            console.print(f"[yellow]No speedup estimates: {markup(basis.withheld, 10_000)}.[/]")
         m = st.measured
         if m is not None:
             console.print(
@@ -147,7 +146,7 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
         from rich.syntax import Syntax  # here: it loads pygments, which only --show-fixes uses
 
         lexer = "python" if f.fix.kind == "code" else "text"
-        console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
+        console.print(Padding(Syntax(visible(f.fix.snippet), lexer, theme="ansi_dark", word_wrap=True,
                                      background_color="default"), (0, 0, 0, 5), expand=False))
 
 
@@ -171,6 +170,6 @@ def _whole_trace(t: TraceSummary, console: Console) -> None:
         table.add_column("share", justify="right")
         gpu = t.gpu_ns or 1
         for k in t.top_kernels:
-            table.add_row(markup(short_name(k.name)), k.category, str(k.count), _ms(k.total_ns),
+            table.add_row(markup(short_name(k.name)), markup(k.category), str(k.count), _ms(k.total_ns),
                           f"{k.total_ns / gpu:.1%}")
         console.print(table)

@@ -23,6 +23,7 @@ from advisor.output_paths import write_atomic
 from advisor.report import source_view
 from advisor.report.model import Report, ReportFinding, as_report
 from advisor.report.units import to_ms as _ms
+from advisor.safe_text import json_text
 
 SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
 # 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by
@@ -238,8 +239,9 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
 
 
 def to_json(source: Report | Analysis) -> str:
-    """The JSON result as written to a file or stdout."""
-    return json.dumps(to_dict(source), indent=2, sort_keys=False)
+    """The JSON result as written to a file or stdout (`json_text`: no CI form in a line of a
+    CI log, the strings read back raw)."""
+    return json_text(json.dumps(to_dict(source), indent=2, sort_keys=False))
 
 
 def write_json(source: Report | Analysis, path: str | Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
 from advisor.gate.inputs import GateInput
-from advisor.safe_text import no_workflow_commands, plain
+from advisor.safe_text import no_ci_commands, plain
 
 NOISE = "host timing noise"
 _LINE_LIMIT = 4000
@@ -16,12 +16,14 @@ HEADLINE = {
 }
 
 
-def _run(role: str, x: GateInput) -> str:
-    line = (f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
-            f"median {x.median_ms:.3f} ms)")
+def _run(role: str, x: GateInput) -> list[str]:
+    """The run's lines: each its own line of the verdict (a newline inside one would become the
+    policy's ``?``)."""
+    lines = [f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
+             f"median {x.median_ms:.3f} ms)"]
     if x.steps_described:
-        line += f"\n  {'':<9} {x.steps_described}"
-    return line
+        lines.append(f"  {'':<9} {x.steps_described}")
+    return lines
 
 
 def fmt_change(c: Change, unit: str = "ms") -> str:
@@ -50,7 +52,7 @@ def attribution_lines(result: GateResult) -> list[str]:
 
 def render_text(result: GateResult) -> str:
     out = [f"advisor gate: {HEADLINE[result.status]}",
-           _run("baseline", result.baseline), _run("candidate", result.candidate),
+           *_run("baseline", result.baseline), *_run("candidate", result.candidate),
            f"  step time {result.timing.describe()} -> {result.timing.verdict}"
            f" (threshold {result.policy.threshold:.0%})"]
     noise = [n for n in result.notes if n.startswith(NOISE)]
@@ -82,5 +84,6 @@ def render_text(result: GateResult) -> str:
     if notes:
         out.append("Notes:")
         out.extend(f"  - {n}" for n in notes)
-    # Names in these lines come from the traces: each line is made safe as a whole.
-    return no_workflow_commands("\n".join(plain(x, _LINE_LIMIT) for x in out) + "\n")
+    # Names in these lines come from the traces (and file names): each line is made safe as a
+    # whole by the output policy (advisor.safe_text), then no line may start a CI command.
+    return no_ci_commands("\n".join(plain(x, _LINE_LIMIT) for x in out) + "\n")
