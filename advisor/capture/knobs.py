@@ -8,8 +8,8 @@ while the unmodified script runs, and changes only what the knob names:
 * ``compile``: the top-level module(s) the session finds are compiled in place
   (``module.compile``, so the script's references stay valid); a script that compiles by itself
   gets the knob's mode through `torch.compile`;
-* ``bf16``: ``torch.autocast(dtype=bfloat16)`` entered by a forward pre-hook of the top-level
-  module(s) and left by its forward hook;
+* ``bf16``: ``torch.autocast(dtype=bfloat16)`` around the top-level module(s)' ``forward``
+  (the loss computed outside it gets their bf16 output, as with autocast around the model);
 * ``tf32``: the matmul and cuDNN TF32 flags, set before the script runs;
 * ``ddp``: `DistributedDataParallel.__init__` gets the settings as overrides.
 
@@ -61,7 +61,6 @@ class KnobApplier:
         self.knobs = {k.kind: k for k in knobs}
         self.applied: list[str] = []  # what each knob reached, in words
         self._undo: list[Callable[[], None]] = []
-        self._autocast: list[Any] = []
         self.frameworks = FrameworkPatches(self.knobs, self.applied, output_dir)
 
     def note(self, what: str) -> None:
@@ -127,10 +126,10 @@ class KnobApplier:
     def top_modules(self, modules: list[Any]) -> None:
         """Compile and/or autocast the top-level modules (unless a framework took the knob)."""
         for module in modules:
-            if "compile" in self.knobs and "compile" not in self.frameworks.took:
-                self._compile(module)
             if "bf16" in self.knobs and "bf16" not in self.frameworks.took:
                 self._bf16(module)
+            if "compile" in self.knobs and "compile" not in self.frameworks.took:
+                self._compile(module)
 
     def _compile(self, module: Any) -> None:
         from torch._dynamo.eval_frame import OptimizedModule
@@ -145,22 +144,22 @@ class KnobApplier:
                      if any(v is not None for v in kwargs.values()) else "") + ")")
 
     def _bf16(self, module: Any) -> None:
+        """Autocast inside the module's own ``forward`` (an instance attribute wrapping it), not
+        in hooks: a compiled module traces its hooks, and Dynamo handles an autocast block in
+        forward but not one entered in a pre-hook and left in a hook."""
+        import functools
+
         import torch
 
         device = _device_of(module)
-        stack = self._autocast
+        inner = module.forward
 
-        def enter(mod, args):
-            ctx = torch.autocast(device_type=device, dtype=torch.bfloat16)
-            ctx.__enter__()
-            stack.append(ctx)
+        @functools.wraps(inner)
+        def forward(*args, **kwargs):
+            with torch.autocast(device_type=device, dtype=torch.bfloat16):
+                return inner(*args, **kwargs)
 
-        def leave(mod, args, output):
-            if stack:
-                stack.pop().__exit__(None, None, None)
-
-        module.register_forward_pre_hook(enter)
-        module.register_forward_hook(leave, always_call=True)
+        module.forward = forward
         self.note(f"bf16 autocast ({device}) around {type(module).__name__}.forward")
 
     def uninstall(self) -> None:

@@ -127,6 +127,11 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     for reason, rules in rep.skipped_by_reason():
         console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
+    if rep.tried is not None:  # `advisor profile --try`: measurements beside the estimates
+        from advisor.report.tried import console_lines
+
+        for line in console_lines(rep.tried):
+            console.print(Text(plain(line, 10_000)))
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
