@@ -62,8 +62,7 @@ def main() -> None:
     model = Net(args)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowSet(), batch_size=4)
-    step = 0
-    for x, y in loader:
+    for step, (x, y) in enumerate(loader):
         loss = torch.nn.functional.mse_loss(model(x).float(), y)
         loss.backward()
         opt.step()
@@ -78,8 +77,7 @@ def main() -> None:
                     "tf32": torch.backends.cuda.matmul.allow_tf32}) + "\n")
         if args.save and step % args.save_every == 0:
             torch.save({"step": step, "model": model.state_dict()}, args.save)
-        step += 1
-        if step >= args.iters:
+        if step + 1 >= args.iters:
             break
 
 
