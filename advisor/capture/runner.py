@@ -286,13 +286,15 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
 def _try(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
     """``--try``: run the trials (`advisor.capture.trial`), then write every report again with
     the measurements beside the estimates; the console gets the trials' section only."""
+    from rich.console import Console
+
     from advisor.capture.trial import run_after_analysis
-    from advisor.report.tried import console_lines
+    from advisor.report.console import render_tried
 
     analysis.tried = run_after_analysis(analysis, opts, talk)
     render(analysis, opts, rank, False)
     if talk:
-        print("\n".join(console_lines(analysis.tried)), file=sys.stderr)
+        render_tried(analysis.tried, Console(stderr=True, highlight=False))
 
 
 def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,

@@ -122,13 +122,16 @@ def side_by_side(t: TriedFix) -> str:
 
 
 def console_lines(t: Tried) -> list[str]:
-    """The console's "Tried on your job" section, plain text lines."""
-    plain = (f"{sum(t.plain_ms) / len(t.plain_ms):.3f} ms" if t.plain_ms else "no plain run")
-    out = [f"Tried on your job ({t.runs} round(s), {t.steps} settled steps or {t.seconds:g} s "
-           f"per run, plain step {plain}, {t.statistic})"]
+    """The console's "Tried on your job" section, plain text lines (the console wraps them)."""
+    plain = (f"plain step {sum(t.plain_ms) / len(t.plain_ms):.3f} ms" if t.plain_ms
+             else "no plain run measured")
+    rounds = f"{t.runs} round{'s' if t.runs != 1 else ''}"
+    out = [f"Tried on your job: {rounds}, {t.steps} settled steps or {t.seconds:g} s a run; "
+           f"{plain} ({t.statistic})"]
     for i, f in enumerate((*t.fixes, *((t.combination,) if t.combination else ())), 1):
         tag = " [changes numerics]" if any(f.numerics) else ""
-        out.append(f"{i}. {f.label}: {', '.join(f.knobs)}{tag}")
+        knobs = ", ".join(f.knobs)
+        out.append(f"{i}. {f.label}{': ' + knobs if knobs != f.label else ''}{tag}")
         out.append(f"   {side_by_side(f)}")
     for n in t.not_tried:
         out.append(f"- {n.rule}: not tried ({n.reason})")
