@@ -239,6 +239,9 @@ def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner) -
     results: dict[str, list[dict[str, Any]]] = {c.label: [] for c in cands}
     notes: list[str] = []
     epochs = 2 if any(c.relative_to == "run" for c in cands) else 0
+    if not cands:
+        notes.append("nothing to try: no finding here has a fix advisor can turn on from "
+                     "outside the script" + (" (among those named)" if opts.names else ""))
     total = opts.runs * (1 + len(cands))
     try:
         for rnd in range(opts.runs if cands else 0):

@@ -42,7 +42,13 @@ class TrialSession(Session):
         self.applier = applier
         self.limit_steps, self.limit_s, self.min_epochs = steps, seconds, epochs
         self.settled_clock: int | None = None
-        self.epochs = 0  # DataLoader iterators started after the step settled
+        self._starts: dict[int, int] = {}  # id(DataLoader) -> iterators started after settling
+
+    @property
+    def epochs(self) -> int:
+        """Epoch boundaries crossed after settling: the most iterators any one DataLoader
+        started (an evaluation loader's own passes do not add to the training loader's)."""
+        return max(self._starts.values(), default=0)
 
     def _end_discovery(self) -> None:
         found = [] if self.depth else list(self._top.values())
@@ -68,7 +74,8 @@ class TrialSession(Session):
             times = [e - b for _, b, e in st.step_times]
             if settled(times) or len(times) >= SETTLE_MAX_WAIT:
                 st.settled_at = st.step_times[-1][0]
-                self.settled_clock, self.epochs = now, 0
+                self.settled_clock = now
+                self._starts.clear()
             return
         timed = sum(1 for i, _, _ in st.step_times if i > st.settled_at)
         enough = timed >= self.limit_steps and self.epochs >= self.min_epochs
@@ -85,7 +92,7 @@ class TrialSession(Session):
 
         def __iter__(loader):
             if threading.get_ident() == s.tid and s.settled_clock is not None:
-                s.epochs += 1
+                s._starts[id(loader)] = s._starts.get(id(loader), 0) + 1
             return orig(loader)
 
         __iter__.__wrapped__ = orig  # type: ignore[attr-defined]

@@ -45,14 +45,15 @@ def observed(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def trial(tmp: Path, script: Path, args: list[str], knobs: list[str], steps: int = 4) -> dict:
+def trial(tmp: Path, script: Path, args: list[str], knobs: list[str], steps: int = 4,
+          epochs: int = 0) -> dict:
     """One trial process, as `advisor profile --try` starts it, in ``tmp``."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     runner = Runner(str(script), False, args, tmp / "out", steps, 30.0, lambda msg: None)
     old = Path.cwd()
     os.chdir(tmp)
     try:
-        return runner.run("t", knobs)
+        return runner.run("t", knobs, epochs)
     finally:
         os.chdir(old)
 
@@ -84,6 +85,21 @@ def test_nan_loss_and_a_knob_reaching_nothing_fail_with_their_reason(tmp_path):
     assert nan["status"] == "failed" and "NaN or inf" in nan["reason"], nan
     nothing = trial(tmp_path, SCRIPTS / "batch_between.py", [], ["loader:num_workers=2"])
     assert nothing["status"] == "failed" and "reached nothing" in nothing["reason"], nothing
+
+
+def test_ddp_arguments_and_epoch_long_trials(tmp_path):
+    obs = tmp_path / "seen.jsonl"
+    res = trial(tmp_path, KNOBS, ["--ddp", "--observe", str(obs), "--iters", "60", "--save", ""],
+                ["ddp:bucket_cap_mb=100:gradient_as_bucket_view=true:static_graph=true"])
+    assert res["status"] == "ok", res
+    assert observed(obs)[-1]["ddp"] == {"bucket_cap_mb": 100.0, "gradient_as_bucket_view": True,
+                                        "static_graph": True}
+    # a whole-run fix: timed over two epoch boundaries, slow steps kept in
+    epochs = trial(tmp_path, SCRIPTS / "epochs.py", ["--epochs", "8", "--iters", "12"],
+                   ["loader:persistent_workers=true"], steps=3, epochs=2)
+    assert epochs["status"] == "ok" and epochs["epochs"] >= 2, epochs
+    assert epochs["applied"] == ["DataLoader(persistent_workers=True)"]
+    assert epochs["run_mean_ns"] >= epochs["mean_ns"] > 0
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +170,17 @@ def test_side_by_side_and_model_miss():
     miss = TriedFix("bf16", ("bf16",), estimated=3.7, measured=1.2, measured_low=1.1,
                     measured_high=1.3, runs=2)
     assert miss.model_miss and "model miss: measured 1.20x against 3.70x" in side_by_side(miss)
+
+
+def test_the_faster_fixes_are_combined_one_knob_per_kind():
+    from advisor.capture.trial import _combine
+
+    fixes = [TriedFix("a", ("compile",), measured=1.3), TriedFix("b", ("bf16",), measured=1.6),
+             TriedFix("c", ("compile:mode=reduce-overhead",), measured=1.5),
+             TriedFix("d", ("tf32",), measured=0.9), TriedFix("e", ("loader:num_workers=2",),
+                                                               status="failed", reason="x")]
+    assert _combine(fixes) == ("compile:mode=reduce-overhead", "bf16")
+    assert _combine(fixes[:1]) is None  # one fix alone is no combination
 
 
 def test_try_names_and_knobs_are_checked_before_the_script_runs(tmp_path):

@@ -4,7 +4,8 @@ Each step loads a batch through a DataLoader whose samples take 2 ms to make (so
 worker processes is really faster), runs a small MLP, and saves a checkpoint to ./ckpt.pt every
 few steps. ``--observe FILE`` appends one JSON line per step with what the script sees: its
 DataLoader's settings, whether autocast is on in forward, whether forward runs compiled, and the
-TF32 flag. ``--raise-under-autocast`` raises (as a script broken by bf16 would),
+TF32 flag, and with ``--ddp`` (a one-process gloo group) the DDP wrapper's settings.
+``--raise-under-autocast`` raises (as a script broken by bf16 would),
 ``--nan-under-autocast`` makes the loss NaN under autocast.
 
     python try_knobs.py [--iters N] [--observe FILE] [--save PATH] [...]
@@ -57,9 +58,23 @@ def main() -> None:
     p.add_argument("--save-every", type=int, default=5)
     p.add_argument("--raise-under-autocast", action="store_true")
     p.add_argument("--nan-under-autocast", action="store_true")
+    p.add_argument("--ddp", action="store_true")
     args = p.parse_args()
     torch.manual_seed(0)
     model = Net(args)
+    ddp = {}
+    if args.ddp:
+        import tempfile
+
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+
+        store = tempfile.mkdtemp() + "/store"  # a file store: no port to collide on
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+        model = DistributedDataParallel(model)
+        ddp = {"bucket_cap_mb": model.bucket_bytes_cap / 2**20,
+               "gradient_as_bucket_view": model.gradient_as_bucket_view,
+               "static_graph": model.static_graph}
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowSet(), batch_size=4)
     for step, (x, y) in enumerate(loader):
@@ -74,7 +89,7 @@ def main() -> None:
                     "pin_memory": loader.pin_memory,
                     "persistent_workers": loader.persistent_workers,
                     "autocast": SEEN.get("autocast"), "compiled": SEEN["compiling"],
-                    "tf32": torch.backends.cuda.matmul.allow_tf32}) + "\n")
+                    "tf32": torch.backends.cuda.matmul.allow_tf32, "ddp": ddp}) + "\n")
         if args.save and step % args.save_every == 0:
             torch.save({"step": step, "model": model.state_dict()}, args.save)
         if step + 1 >= args.iters:
