@@ -15,7 +15,6 @@ frameworks' outputs (`output_dir`, `default_root_dir`) into the trial's scratch 
 from __future__ import annotations
 
 import importlib.abc
-import importlib.machinery
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -68,7 +67,14 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name not in self.names:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        spec = None
+        for finder in sys.meta_path:  # whoever would have found it (editable installs too)
+            find = getattr(finder, "find_spec", None)
+            if finder is self or isinstance(finder, _PatchOnImport) or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
         loader, patch = spec.loader, self.patch

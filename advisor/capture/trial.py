@@ -294,10 +294,35 @@ def _one_run(t: TriedFix) -> TriedFix:
     return replace(t, runs=1)
 
 
+HELD_WARN_BYTES = 2 * 2**30
+"""GPU memory the profiled run still holds in advisor's process above which a warning says so."""
+
+
+def release_gpu_memory() -> int:
+    """Free what the profiled run left in this process before the trials start: the script ran
+    here, and its model, optimizer state and the caching allocator's blocks would otherwise
+    stay on the GPU beside every trial. Returns the bytes still allocated."""
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+    except ImportError:
+        return 0
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return 0
+    torch.cuda.empty_cache()
+    return int(torch.cuda.memory_allocated())
+
+
 def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
     """`advisor.capture.runner.report`'s hook: try the analysis's fixes on the script."""
     target, args = opts.trial_target
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
+    held = release_gpu_memory()
+    if held >= HELD_WARN_BYTES:
+        say(f"advisor: --try: this process still holds {held / 2**30:.1f} GiB of GPU memory from "
+            "the profiled run; a trial that needs all of the GPU may run out of memory")
     t0 = time.monotonic()
     runner = Runner(target.name, target.module, args, opts.out, opts.trial.steps,
                     opts.trial.seconds, say)

@@ -172,6 +172,24 @@ def test_side_by_side_and_model_miss():
     assert miss.model_miss and "model miss: measured 1.20x against 3.70x" in side_by_side(miss)
 
 
+def test_framework_arguments_for_the_knobs():
+    """What HF TrainingArguments and Lightning Trainer get (their constructors are patched only
+    where the script imports them; neither package is installed on the CI machine)."""
+    from advisor.capture.frameworks import hf_overrides, lightning_overrides
+
+    knobs = {k.kind: k for k in map(parse_knob, ("bf16", "tf32", "compile:mode=reduce-overhead",
+                                                 "loader:num_workers=4:persistent_workers=true"))}
+    fields = {"bf16", "fp16", "tf32", "torch_compile", "torch_compile_mode",
+              "dataloader_num_workers", "dataloader_persistent_workers"}
+    assert hf_overrides(knobs, fields, cuda=True) == {
+        "bf16": True, "fp16": False, "tf32": True, "torch_compile": True,
+        "torch_compile_mode": "reduce-overhead", "dataloader_num_workers": 4,
+        "dataloader_persistent_workers": True}
+    assert "tf32" not in hf_overrides(knobs, fields, cuda=False)  # HF refuses it without Ampere
+    assert hf_overrides(knobs, {"bf16"}, cuda=True) == {"bf16": True}  # an older version's fields
+    assert lightning_overrides(knobs) == {"precision": "bf16-mixed"}
+
+
 def test_the_faster_fixes_are_combined_one_knob_per_kind():
     from advisor.capture.trial import _combine
 
