@@ -60,6 +60,7 @@ class KnobApplier:
                  output_dir: Callable[[str | None], str] | None = None) -> None:
         self.knobs = {k.kind: k for k in knobs}
         self.applied: list[str] = []  # what each knob reached, in words
+        self.passed_over: list[str] = []  # where a knob had nothing to change, and why
         self._undo: list[Callable[[], None]] = []
         self.frameworks = FrameworkPatches(self.knobs, self.applied, output_dir)
 
@@ -135,7 +136,7 @@ class KnobApplier:
         from torch._dynamo.eval_frame import OptimizedModule
 
         if isinstance(module, OptimizedModule) or getattr(module, "_compiled_call_impl", None):
-            self.note(f"{type(module).__name__} was already compiled by the script")
+            self.passed_over.append(f"{type(module).__name__} is compiled by the script already")
             return
         kwargs = self._compile_kwargs()
         module.compile(**kwargs)

@@ -200,7 +200,9 @@ def _result(spec: dict[str, Any], sess: TrialSession, applier: KnobApplier, scra
     elif code != 0 and not st.stopped_after_window:
         reason = f"the script exited with {code}"
     elif spec.get("knobs") and not applier.applied:
-        reason = ("the knob reached nothing in this script (no DataLoader, top-level module or "
+        reason = ("the knob reached nothing in this script: " + "; ".join(applier.passed_over)
+                  if applier.passed_over else
+                  "the knob reached nothing in this script (no DataLoader, top-level module or "
                   "framework it applies to was seen)")
     elif finite is False:
         reason = "the loss was NaN or inf at the end of the trial"
@@ -214,6 +216,7 @@ def _result(spec: dict[str, Any], sess: TrialSession, applier: KnobApplier, scra
         "stopped": st.stopped_after_window,
         "knobs": list(spec.get("knobs", [])),
         "applied": list(applier.applied),
+        "passed_over": list(applier.passed_over),
         "redirected": sorted(set(scratch.moved.values())),
         "settled_at": st.settled_at,
         "steps_timed": m.count if m else len(steady),

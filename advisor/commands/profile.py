@@ -7,11 +7,15 @@ runs, so `advisor analyze` and the rest of the CLI never import torch.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from advisor.capture.nsys import DEFAULT_TRACE
 from advisor.commands.analyze import rule_options
+
+if TYPE_CHECKING:
+    from advisor.capture.trial import TrialOptions
 
 
 @click.command(
@@ -114,7 +118,7 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
 
 
 def _trial(value: str | None, runs: int, steps: int, seconds: float, script: str | None,
-           script_args: tuple[str, ...]):
+           script_args: tuple[str, ...]) -> tuple[TrialOptions | None, str | None, tuple[str, ...]]:
     """``--try [FIX,...]`` as `advisor.capture.trial.TrialOptions` (None without ``--try``).
 
     ``--try`` takes an optional value, so ``--try train.py ARGS`` reads the script as its
