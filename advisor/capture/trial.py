@@ -231,8 +231,10 @@ def _combine(fixes: Sequence[TriedFix]) -> tuple[str, ...] | None:
     return knobs if len(knobs) >= 2 else None
 
 
-def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner) -> Tried:
-    """Run every trial (interleaved rounds, then the combination) and put the numbers together."""
+def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner,
+              per_run_s: float | None = None) -> Tried:
+    """Run every trial (interleaved rounds, then the combination) and put the numbers together;
+    ``per_run_s``: what one run should take, from the profiled run (said before they start)."""
     cands, not_tried = choose(findings, opts.names)
     order: list[str] = []
     plains: list[dict[str, Any]] = []
@@ -243,6 +245,11 @@ def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner) -
         notes.append("nothing to try: no finding here has a fix advisor can turn on from "
                      "outside the script" + (" (among those named)" if opts.names else ""))
     total = opts.runs * (1 + len(cands))
+    if cands:
+        eta = (f", each about {per_run_s:.0f} s after Python's own start-up, as the profiled "
+               "run went (compilation comes on top)" if per_run_s else "")
+        runner.say(f"advisor: --try: {total} runs of the script, {opts.runs} round(s) of plain, "
+                   + ", ".join(c.label for c in cands) + eta)
     try:
         for rnd in range(opts.runs if cands else 0):
             runner.say(f"advisor: --try round {rnd + 1}/{opts.runs}: plain "
@@ -315,6 +322,16 @@ def release_gpu_memory() -> int:
     return int(torch.cuda.memory_allocated())
 
 
+def _per_run_s(analysis: Any, opts: Any) -> float | None:
+    """One trial's length as the profiled run predicts it: its start-up and warm-up, then the
+    timed steps (or --try-time)."""
+    acc, step = getattr(analysis, "run", None), analysis.results.baseline_step_ns
+    if acc is None or not step:
+        return None
+    ramp = (acc.parts_ns.get("startup", 0) + acc.parts_ns.get("warmup", 0)) / 1e9
+    return ramp + min(opts.trial.steps * step / 1e9, opts.trial.seconds)
+
+
 def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
     """`advisor.capture.runner.report`'s hook: try the analysis's fixes on the script."""
     target, args = opts.trial_target
@@ -326,7 +343,7 @@ def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
     t0 = time.monotonic()
     runner = Runner(target.name, target.module, args, opts.out, opts.trial.steps,
                     opts.trial.seconds, say)
-    tried = try_fixes(analysis.results.findings, opts.trial, runner)
+    tried = try_fixes(analysis.results.findings, opts.trial, runner, _per_run_s(analysis, opts))
     say(f"advisor: --try: {len(tried.order)} runs in {time.monotonic() - t0:.0f} s; logs, "
         f"results and the trials' saves in {runner.dir}")
     return tried

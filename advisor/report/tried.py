@@ -121,6 +121,13 @@ def side_by_side(t: TriedFix) -> str:
     return line
 
 
+def _readable(spec: str) -> str:
+    """``loader:num_workers=1:pin_memory=true`` as ``loader (num_workers=1, pin_memory=true)``:
+    the console wraps it between settings."""
+    kind, *settings = spec.split(":")
+    return f"{kind} ({', '.join(settings)})" if settings else kind
+
+
 def console_lines(t: Tried) -> list[str]:
     """The console's "Tried on your job" section, plain text lines (the console wraps them)."""
     plain = (f"plain step {sum(t.plain_ms) / len(t.plain_ms):.3f} ms" if t.plain_ms
@@ -131,7 +138,9 @@ def console_lines(t: Tried) -> list[str]:
     for i, f in enumerate((*t.fixes, *((t.combination,) if t.combination else ())), 1):
         tag = " [changes numerics]" if any(f.numerics) else ""
         knobs = ", ".join(f.knobs)
-        out.append(f"{i}. {f.label}{': ' + knobs if knobs != f.label else ''}{tag}")
+        out.append(f"{i}. {f.label}{tag}")
+        if knobs != f.label:
+            out.append("   knob: " + "; ".join(_readable(k) for k in f.knobs))
         out.append(f"   {side_by_side(f)}")
     for n in t.not_tried:
         out.append(f"- {n.rule}: not tried ({n.reason})")

@@ -146,6 +146,7 @@ def test_reports_carry_estimate_and_measurement(tried):
     console = " ".join(done.stderr.split())  # the console wraps at 80 columns
     assert line in console
     assert "Tried on your job" in console and "2. bf16 [changes numerics]" in console
+    assert "1. loader-jitter knob: loader (num_workers=" in console
     html = (cwd / "report.html").read_text()
     assert 'id="tried"' in html and "this model does not run under autocast" in html
     import jsonschema
