@@ -173,6 +173,21 @@ def test_side_by_side_and_model_miss():
     assert miss.model_miss and "model miss: measured 1.20x against 3.70x" in side_by_side(miss)
 
 
+def test_fixes_that_measured_faster_are_tried_together_once(tmp_path, monkeypatch):
+    from advisor.capture.trial import TrialOptions, try_fixes
+
+    monkeypatch.chdir(tmp_path)
+    runner = Runner(str(KNOBS), False, ["--slow-without-tf32", "20", "--save", ""],
+                    tmp_path / "out", 4, 30.0, lambda msg: None)
+    names = ("loader:num_workers=2", "tf32")
+    t = try_fixes([], TrialOptions(names, runs=1, steps=4, seconds=30.0), runner)
+    assert t.order == ("plain", *names, "combination")
+    assert all(f.status == "measured" and f.measured > 1 for f in t.fixes), t.fixes
+    c = t.combination
+    assert c is not None and c.knobs == names and c.runs == 1 and c.measured is not None
+    assert c.label == "together: loader:num_workers=2, tf32"
+
+
 def test_framework_arguments_for_the_knobs():
     """What HF TrainingArguments and Lightning Trainer get (their constructors are patched only
     where the script imports them; neither package is installed on the CI machine)."""

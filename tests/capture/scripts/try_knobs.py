@@ -5,6 +5,7 @@ worker processes is really faster), runs a small MLP, and saves a checkpoint to 
 few steps. ``--observe FILE`` appends one JSON line per step with what the script sees: its
 DataLoader's settings, whether autocast is on in forward, whether forward runs compiled, and the
 TF32 flag, and with ``--ddp`` (a one-process gloo group) the DDP wrapper's settings.
+``--slow-without-tf32 MS`` sleeps in forward unless TF32 is on (a step TF32 speeds up).
 ``--raise-under-autocast`` raises (as a script broken by bf16 would),
 ``--nan-under-autocast`` makes the loss NaN under autocast.
 
@@ -38,6 +39,8 @@ class Net(torch.nn.Module):
         self.args = args
 
     def forward(self, x):
+        if self.args.slow_without_tf32 and not torch.backends.cuda.matmul.allow_tf32:
+            time.sleep(self.args.slow_without_tf32 / 1e3)  # as FP32 matmuls on a GPU are
         if torch.compiler.is_compiling():
             SEEN["compiling"] = True
         autocast = torch.is_autocast_enabled("cpu")
@@ -59,6 +62,7 @@ def main() -> None:
     p.add_argument("--raise-under-autocast", action="store_true")
     p.add_argument("--nan-under-autocast", action="store_true")
     p.add_argument("--ddp", action="store_true")
+    p.add_argument("--slow-without-tf32", type=float, default=0.0, metavar="MS")
     args = p.parse_args()
     torch.manual_seed(0)
     model = Net(args)
