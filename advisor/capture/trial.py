@@ -245,6 +245,7 @@ def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner,
         notes.append("nothing to try: no finding here has a fix advisor can turn on from "
                      "outside the script" + (" (among those named)" if opts.names else ""))
     total = opts.runs * (1 + len(cands))
+    interrupted = False
     if cands:
         eta = (f", each about {per_run_s:.0f} s after Python's own start-up, as the profiled "
                "run went (compilation comes on top)" if per_run_s else "")
@@ -268,6 +269,7 @@ def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner,
                 order.append(c.label)
                 prior.append(runner.run(c.label, c.knobs, epochs))
     except KeyboardInterrupt:
+        interrupted = True
         notes.append("interrupted (Ctrl-C): the runs completed before it are reported")
     fixes = []
     for c in cands:
@@ -279,11 +281,14 @@ def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner,
         fixes.append(_measure(c.label, c.knobs, results[c.label], plains, c.relative_to,
                               _numerics(c.knobs), base))
     combination = None
-    knobs = _combine(fixes) if len(order) == total else None
+    knobs = None if interrupted else _combine(fixes)
     if knobs is not None:
         runner.say(f"advisor: --try: the faster fixes together ({', '.join(knobs)})")
         order.append("combination")
-        res = runner.run("combination", knobs, epochs)
+        try:
+            res = runner.run("combination", knobs, epochs)
+        except KeyboardInterrupt:
+            res = {"status": "failed", "reason": "interrupted (Ctrl-C)"}
         paired = [p for p in plains if _stat(p, "step")]
         combination = _measure("together: " + ", ".join(knobs), knobs, [res] * len(paired),
                                paired, "step", _numerics(knobs), {})
