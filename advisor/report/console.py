@@ -17,6 +17,7 @@ from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
 from advisor.report import source_view
 from advisor.report.model import Report, as_report
+from advisor.report.tried import Tried
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
 from advisor.safe_text import markup, plain, visible
@@ -126,6 +127,18 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     for reason, rules in rep.skipped_by_reason():
         console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
+    if rep.tried is not None:  # `advisor profile --try`: measurements beside the estimates
+        render_tried(rep.tried, console)
+
+
+def render_tried(tried: Tried, console: Console) -> None:
+    """`advisor profile --try`'s section: each fix's estimate beside its measurement."""
+    from advisor.report.tried import console_lines
+
+    for i, line in enumerate(console_lines(tried)):
+        indent = len(line) - len(line.lstrip())
+        console.print(Padding(Text(plain(line.lstrip(), 10_000),
+                                   style="italic" if i == 0 else ""), (0, 0, 0, indent)))
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:

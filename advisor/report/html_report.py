@@ -100,6 +100,10 @@ def _context(rep: Report) -> dict[str, Any]:
         "median_ms": median_ms,
         "baseline_ms": baseline_ms,
         "skipped": rep.skipped_by_reason(),
+        # `advisor profile --try`: the fixes measured on the job (absent otherwise)
+        "tried": report.get("tried"),
+        "tried_rows": [*report["tried"]["fixes"], *([report["tried"]["combination"]]
+                       if report["tried"]["combination"] else [])] if report.get("tried") else [],
         "schema_version": SCHEMA_VERSION,
         "source": (source_view.html_context(rep.source) if rep.source is not None
                    else {"available": False, "note": ""}),
