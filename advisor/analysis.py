@@ -40,6 +40,7 @@ class Analysis:
     source: Any = None
     source_roots: list[Path] = field(default_factory=list)
     settings: RuleSettings | None = None  # the rules and options it ran with (for a re-run)
+    tried: Any = None  # `advisor profile --try`: the fixes measured on the job (report.tried)
 
     @property
     def steps_source(self) -> StepSource:

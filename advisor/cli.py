@@ -8,6 +8,7 @@ traceback and exits 70 so it is never mistaken for a finding.
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import threading
@@ -17,7 +18,7 @@ import click
 
 from advisor import DISTRIBUTION
 from advisor.errors import AdvisorError, ExitCode
-from advisor.safe_text import plain
+from advisor.safe_text import no_ci_commands, plain
 
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in advisor, not in the user's input
 
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo("advisor: aborted", err=True)
         return 130
     except click.ClickException as e:
-        e.show()
+        _show_usage_error(e)
         return ExitCode.BAD_INPUT if e.exit_code == 2 else e.exit_code
     except AdvisorError as e:
         if show_tb:
@@ -67,6 +68,15 @@ def main(argv: list[str] | None = None) -> int:
                    "traceback above)", err=True)
         return INTERNAL_ERROR
     return int(result or 0)
+
+
+def _show_usage_error(e: click.ClickException) -> None:
+    """click's message, through the output policy: it quotes what the user typed, file names
+    included, and a file name is as hostile as a kernel name (`advisor.safe_text`)."""
+    shown = io.StringIO()
+    e.show(file=shown)
+    lines = (plain(line, 10_000) for line in shown.getvalue().splitlines())
+    click.echo(no_ci_commands("\n".join(lines)), err=True)
 
 
 def _may_skip_teardown() -> bool:

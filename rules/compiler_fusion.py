@@ -100,6 +100,7 @@ class CompilerFusion(Rule):
         "eager-chains": "elementwise, normalization and softmax kernels run one by one in eager "
                         "mode, each reading and writing its tensors in HBM",
     }
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"eager-chains": ("compile",)}
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "eager-chains",

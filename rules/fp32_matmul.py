@@ -126,6 +126,7 @@ class Fp32Matmul(Rule):
         "fp32-gemms-no-bf16": "GEMMs and convolutions run in FP32 on a GPU whose tensor cores "
                               "take FP16 only (V100, T4: no BF16, no TF32)",
     }
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"fp32-gemms": ("bf16", "tf32")}
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "fp32-gemms",

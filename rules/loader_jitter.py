@@ -143,6 +143,10 @@ class LoaderJitter(Rule):
         "allocation-churn": "buffers are allocated and freed in the step (variable sample sizes, "
                             "empty_cache), making random steps slow",
     }
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "main-thread-loading": ("loader:num_workers=$workers:pin_memory=true:"
+                                "persistent_workers=true:prefetch_factor=4",),
+    }
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "main-thread-loading",

@@ -85,6 +85,7 @@ class PageableMemcpy(Rule):
                            "call: staged through a driver buffer at a fraction of the bus "
                            "bandwidth, and the host waits for each",
     }
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"pageable-copies": ("loader:pin_memory=true",)}
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "pageable-copies",

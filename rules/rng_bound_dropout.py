@@ -90,6 +90,7 @@ class RngBoundDropout(Rule):
         "standalone-rng": "dropout runs as its own kernels (Philox random numbers, a mask, a "
                           "multiply), each reading and writing the whole activation",
     }
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"standalone-rng": ("compile",)}
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "standalone-rng",

@@ -157,6 +157,10 @@ class UncapturedCudaGraph(Rule):
                                  "compiled graph as a CUDA graph (the eager code between them, "
                                  "such as the optimizer step, stays as it is)",
     }
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "launch-bound": ("compile:mode=reduce-overhead",),
+        "launch-bound-compiled": ("compile:mode=reduce-overhead",),
+    }
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "launch-bound",

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _readme_test_command() -> str:
     readme = (ROOT / "README.md").read_text()
-    intro = readme.index("run the tests (this is what CI runs")
+    intro = readme.index("This is what CI runs (`.ci/run`)")
     block = readme[intro:].split("```bash\n", 1)[1].split("```", 1)[0]
     return block.strip()
 

@@ -181,7 +181,8 @@ def run_findings(acc: RunAccount | None) -> list[Finding]:
                 "loader_restart_ns": acc.loader_restart_ns, "run_ns": acc.run_ns}),
             fix=Fix(title="Keep the DataLoader's workers alive between epochs",
                     snippet="loader = DataLoader(dataset, ..., num_workers=N, "
-                            "persistent_workers=True)", kind="config"),
+                            "persistent_workers=True)", kind="config",
+                    knobs=("loader:persistent_workers=true",)),
             estimate=_estimate(acc, acc.loader_restart_ns, 0.5 * acc.loader_restart_ns,
                                "whole run wall time less the measured worker start-up and "
                                "first-batch wait of every iterator after the first",

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from advisor.capture.nsys import DEFAULT_TRACE
 from advisor.capture.script import SIGINT_EXIT, SIGTERM_EXIT, Target
@@ -36,6 +37,10 @@ class ProfileOptions:
     source_root: Path | None = None  # the script's directory: where reports read its lines
     window_at_s: float | None = None  # --window-at TIME: start recording then
     then: str = "continue"  # after the window: "continue" (analysis beside the job) or "stop"
+    # --try: the fixes to try after the analysis (`advisor.capture.trial.TrialOptions`), and
+    # the script with its arguments, to run again
+    trial: Any = None
+    trial_target: tuple[Target, list[str]] | None = None
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
@@ -131,6 +136,9 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
     """Run the target under advisor; the return value is the script's exit code."""
     from advisor.capture import launch
 
+    if opts.trial is not None and launch.is_torchrun(target.name, target.module):
+        raise CaptureError("--try does not run multi-process (torchrun) jobs yet: profile "
+                           "one process, or try the fixes by hand")
     if launch.is_torchrun(target.name, target.module):
         import_torch()
         check_outputs(opts)
@@ -138,6 +146,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
     target.check()
     import_torch()
     check_outputs(opts, [Path(target.origin())] if target.origin() else [])
+    opts.trial_target = (target, list(args))
     rank = detect_rank()
     if opts.nsys and not opts.nsys_child:
         from advisor.capture import nsys
@@ -259,6 +268,8 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
 
             apply_measured(analysis, StepClock.from_state(state))
         render(analysis, opts, rank, talk, progress)
+        if opts.trial is not None and opts.trial_target is not None and code == 0:
+            _try(analysis, opts, rank, talk)
     except AdvisorError as e:
         if code == 0:
             raise
@@ -270,6 +281,20 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
         print(f"advisor: trace {trace}; {len(recorded)} steps recorded"
               + (f"; the script exited with {code}" if code else ""), file=sys.stderr)
     return code
+
+
+def _try(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
+    """``--try``: run the trials (`advisor.capture.trial`), then write every report again with
+    the measurements beside the estimates; the console gets the trials' section only."""
+    from rich.console import Console
+
+    from advisor.capture.trial import run_after_analysis
+    from advisor.report.console import render_tried
+
+    analysis.tried = run_after_analysis(analysis, opts, talk)
+    render(analysis, opts, rank, False)
+    if talk:
+        render_tried(analysis.tried, Console(stderr=True, highlight=False))
 
 
 def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,

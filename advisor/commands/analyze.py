@@ -140,16 +140,20 @@ def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path |
     """`advisor analyze` over several ranks: the job report. ``options`` read each rank's
     trace as one trace is read (a number: ``--max-steps`` alone); ``settings`` configure the
     per-rank rules (``rules``: the names they resolve to)."""
+    import sys
+
     from rich.console import Console
 
     from advisor.job import report
     from advisor.job.api import analyze_job
+    from advisor.report.progress import Progress
+    from advisor.safe_text import CommandFreeStream
 
-    err = Console(stderr=True, highlight=False)
+    shown = Progress.on_stderr(quiet)  # a terminal only, as for one trace: CI logs stay clean
 
     def progress(done: int, total: int) -> None:
-        if not quiet and (done == total or done % max(1, total // 10) == 0):
-            err.print(f"[dim]ranks summarised: {done}/{total}[/]")
+        if done == total or done % max(1, total // 10) == 0:
+            shown.note(f"ranks summarised: {done}/{total}")
 
     if isinstance(options, int):
         options = LoadOptions(max_steps=options)
@@ -161,6 +165,6 @@ def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path |
     if html_out:
         report.write_html(job, html_out)
     if not quiet:  # with `--json -` or `--html -` the console goes to stderr, stdout stays parseable
-        report.render_console(job, Console(stderr=STDOUT in (json_out, html_out), highlight=False),
-                              show_fixes=show_fixes)
+        out = CommandFreeStream(sys.stderr if STDOUT in (json_out, html_out) else sys.stdout)
+        report.render_console(job, Console(file=out, highlight=False), show_fixes=show_fixes)
     return 0

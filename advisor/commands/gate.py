@@ -25,16 +25,13 @@ def _is_job(p: Path) -> bool:
 
 def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: LoadOptions,
               github_annotations: bool) -> int:
-    from advisor.gate.render.text import wrap
     from advisor.job.api import analyze_job
     from advisor.job.gate import compare_jobs, render, render_annotations
-    from advisor.safe_text import no_workflow_commands, plain
 
     base = analyze_job([baseline], rank_rules="none", load_options=load_options)
     cand = analyze_job([candidate], rank_rules="none", load_options=load_options)
     result = compare_jobs(base, cand, threshold)
-    text = "\n".join(w for x in render(result).splitlines() for w in wrap(plain(x, 4000))) + "\n"
-    click.echo(no_workflow_commands(text), nl=False)
+    click.echo(render(result), nl=False)  # made safe and wrapped by `render`
     if github_annotations:
         click.echo(render_annotations(result), nl=False)
     if result.status == "inconclusive":

@@ -7,11 +7,15 @@ runs, so `advisor analyze` and the rest of the CLI never import torch.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from advisor.capture.nsys import DEFAULT_TRACE
 from advisor.commands.analyze import rule_options
+
+if TYPE_CHECKING:
+    from advisor.capture.trial import TrialOptions
 
 
 @click.command(
@@ -49,14 +53,27 @@ from advisor.commands.analyze import rule_options
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress display and no console summary (progress shows only on a terminal).")
 @click.option("-m", "module", is_flag=True, help="SCRIPT is a module name, as in `python -m`.")
+@click.option("--try", "try_", default=None, is_flag=False, flag_value="", metavar="[FIX,...]",
+              help="After the analysis, run the script again with each fix that is a knob "
+                   "(DataLoader workers, torch.compile, bf16, TF32, ...) turned on by advisor, "
+                   "interleaved with plain runs, and report the measured speedup beside the "
+                   "estimate. FIX: rule names/codes or knobs (tf32, loader:num_workers=8); "
+                   "none: every knob fix found. Implies --then stop.")
+@click.option("--try-runs", default=2, show_default=True, type=click.IntRange(min=1),
+              help="Rounds of trials (plain, each fix) with --try.")
+@click.option("--try-steps", default=50, show_default=True, type=click.IntRange(min=3),
+              help="Settled steps timed per trial with --try.")
+@click.option("--try-time", default=60.0, show_default=True, type=click.FloatRange(min=1),
+              help="Or at most this many seconds of settled steps per trial (--try).")
 @click.option("--nsys-child", is_flag=True, hidden=True)
-@click.argument("script")
+@click.argument("script", required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def command(wait: int | None, window_at: str | None, then: str | None, steps: int, out: Path,
             json_out: Path | None, html_out: Path | None,
             nsys: bool, nsys_trace: str, stacks: bool, select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
-            module: bool, nsys_child: bool, script: str, script_args: tuple[str, ...]) -> int:
+            module: bool, try_: str | None, try_runs: int, try_steps: int, try_time: float,
+            nsys_child: bool, script: str | None, script_args: tuple[str, ...]) -> int:
     """Run SCRIPT as `python SCRIPT ARGS` would, find its training steps, record a window of
     them and diagnose it like `advisor analyze`.
 
@@ -73,6 +90,14 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
     from advisor.engine.registry import load_rules
     from advisor.errors import CaptureError
 
+    trial, script, script_args = _trial(try_, try_runs, try_steps, try_time, script, script_args)
+    if script is None:
+        raise CaptureError("missing SCRIPT: advisor profile [OPTIONS] SCRIPT [ARGS]...")
+    if trial is not None:
+        if then == "continue":
+            raise CaptureError("--try runs the script again once the analysis is done: it "
+                               "needs --then stop (its default), not --then continue")
+        then = "stop"
     # A mistake in the rule settings is reported now, not after the training script has run.
     resolve(load_rules(), settings_from_cli(select, ignore, rule_option, isolated))
     window_at_s = None
@@ -88,5 +113,24 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
                           nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
                           ignore=ignore, rule_option=rule_option, isolated=isolated,
                           show_fixes=show_fixes, stacks=stacks,
-                          nsys_trace=nsys_trace)
+                          nsys_trace=nsys_trace, trial=trial)
     return profile(opts, Target(script, module=module), list(script_args))
+
+
+def _trial(value: str | None, runs: int, steps: int, seconds: float, script: str | None,
+           script_args: tuple[str, ...]) -> tuple[TrialOptions | None, str | None, tuple[str, ...]]:
+    """``--try [FIX,...]`` as `advisor.capture.trial.TrialOptions` (None without ``--try``).
+
+    ``--try`` takes an optional value, so ``--try train.py ARGS`` reads the script as its
+    value: an existing path there is the script, and the arguments shift back into place."""
+    if value is None:
+        return None, script, script_args
+    import os
+
+    from advisor.capture.trial import TrialOptions, parse_names
+
+    if value and os.path.exists(value):
+        script_args = (script, *script_args) if script is not None else script_args
+        script, value = value, ""
+    names = parse_names(value) if value else ()
+    return TrialOptions(names, runs, steps, seconds), script, script_args

@@ -183,7 +183,9 @@ class RuleContext:
         return Fix(title=Template(variant.title).substitute(values),
                    snippet=Template(variant.snippet).substitute(values),
                    kind=variant.kind, requires=requires, mechanism=mechanism,
-                   framework=variant.framework)
+                   framework=variant.framework,
+                   knobs=tuple(Template(k).substitute(values)
+                               for k in getattr(rule, "knobs", {}).get(mechanism, ())))
 
     def finding(
         self,

@@ -29,6 +29,10 @@ def use_instead(rule: type[Rule]) -> str:
             if v is None:
                 continue
             out += [f"{FRAMEWORK_LABELS[fw]}: *{v.title}*", "", "```python", v.snippet, "```", ""]
+        knobs = rule.knobs.get(mechanism, ())
+        out += [("`advisor profile --try` tries it without editing the script, as the knob"
+                 + ("s " if len(knobs) > 1 else " ") + ", ".join(f"`{k}`" for k in knobs) + ".")
+                if knobs else "`advisor profile --try` does not try it: it needs a code change.", ""]
     return "\n".join(out).strip()
 
 

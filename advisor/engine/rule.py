@@ -148,6 +148,9 @@ class Fix:
     requires: tuple[str, ...] = ()  # rule names whose fix must land first
     mechanism: str = ""  # which declared mechanism the evidence showed
     framework: str = "pytorch"  # whose knob the snippet uses
+    # Knobs advisor can turn on to try this fix without editing the script (`advisor.engine.
+    # knobs`, `advisor profile --try`), the first the fix itself; () when it needs a code change.
+    knobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,10 @@ class Rule(ABC):
     # (`advisor.engine.precedence`).
     explained_by: ClassVar[Mapping[str, str]] = {}
     fixes: ClassVar[tuple[FixVariant, ...]] = ()
+    # Per mechanism, the knobs that apply its fix from outside the script (`advisor.engine.
+    # knobs`, `string.Template` text like the fixes): what `advisor profile --try` runs. A
+    # mechanism without one needs a code change and is not tried.
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     model: ClassVar[str | Mapping[str, str]] = ""  # one text, or one per mechanism
     assumptions: ClassVar[tuple[str, ...]] = ()
     confidence: ClassVar[Confidence] = Confidence.MODELED
@@ -338,3 +345,20 @@ def _check_fixes(cls: type[Rule]) -> None:
             raise TypeError(f"rule {cls.__qualname__}: mechanism {m!r} is not kebab-case")
         if (m, "pytorch") not in seen:
             raise TypeError(f"rule {cls.__qualname__}: mechanism {m!r} has no plain-PyTorch fix")
+    _check_knobs(cls)
+
+
+def _check_knobs(cls: type[Rule]) -> None:
+    """Declared knobs name described mechanisms and parse (``$params`` stand in for numbers)."""
+    import re
+
+    from advisor.engine.knobs import KnobError, parse_knob
+
+    for m, specs in cls.knobs.items():
+        if m not in cls.mechanisms:
+            raise TypeError(f"rule {cls.__qualname__}: knob for undescribed mechanism {m!r}")
+        for spec in specs:
+            try:
+                parse_knob(re.sub(r"\$\{?\w+\}?", "1", spec))
+            except KnobError as e:
+                raise TypeError(f"rule {cls.__qualname__}: {e}") from None

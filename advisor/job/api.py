@@ -9,8 +9,9 @@ from pathlib import Path
 from advisor.config import RuleSettings
 from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions
+from advisor.ingest.folder import skipped_note
 from advisor.job.cluster import JobCluster
-from advisor.job.inputs import assign_ranks, expand
+from advisor.job.inputs import assign_ranks, expand_inputs
 from advisor.job.model import Job, build_job, merge_rank_findings, rank_ranges
 from advisor.job.rule import run_job_rules, split_settings
 from advisor.job.summary import RankSummary
@@ -70,7 +71,7 @@ def analyze_job(
     job_rules, rank_settings = split_settings(settings)
     if rank_settings is None:  # the selection names job rules only
         rank_rules = "none"
-    files = expand(paths)
+    files, skipped = expand_inputs(paths)
     with JobCluster(scheduler, workers, tasks=len(files)) as cluster:
         summaries = assign_ranks(cluster.summaries(files, load_options, progress))
         job = build_job(summaries)
@@ -89,5 +90,8 @@ def analyze_job(
         if len(ran) < len(job.ranks):
             job.notes.append(f"per-rank rules ran on {len(ran)} of {len(job.ranks)} ranks "
                              f"({rank_ranges(ran)}: the straggler, the least loaded, an even spread)")
+    note = skipped_note(skipped)
+    if note:
+        job.notes.insert(0, note)
     job.findings = run_job_rules(job, rules=job_rules)
     return job

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +40,35 @@ def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSumm
     return summarize_graph(graph, order)
 
 
-def summarize_files(batch: Sequence[tuple[str, int]], options: LoadOptions) -> list[list[RankSummary]]:
+@dataclass(frozen=True)
+class TaskError:
+    """An advisor error met inside a task (a trace that cannot be read), returned rather than
+    raised: Dask logs a raised exception with its traceback on the worker ("Compute Failed"),
+    which is not the one line the user is owed. `JobCluster.map` raises it again as it was."""
+
+    error: AdvisorError
+
+
+def summarize_files(batch: Sequence[tuple[str, int]],
+                    options: LoadOptions) -> list[list[RankSummary]] | TaskError:
     """Dask task: several files, one after the other (fewer, longer tasks on large jobs)."""
-    return [summarize_file(path, order, options) for path, order in batch]
+    try:
+        return [summarize_file(path, order, options) for path, order in batch]
+    except AdvisorError as e:
+        return TaskError(e)
 
 
-def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions) -> list[dict]:
+def rank_findings(path: str, settings: RuleSettings | None,
+                  options: LoadOptions) -> list[dict] | TaskError:
     """Dask task: the per-rank rules over one trace file, as plain findings."""
     from advisor.analysis import analyze_graph
     from advisor.ingest.base import load_trace
     from advisor.job.summary import finding_record
 
-    analysis = analyze_graph(load_trace(path, options), settings=settings)
+    try:
+        analysis = analyze_graph(load_trace(path, options), settings=settings)
+    except AdvisorError as e:
+        return TaskError(e)
     return [finding_record(f) for f in analysis.results.findings]
 
 
@@ -86,7 +104,10 @@ class JobCluster:
             with dask.config.set(LOCAL_CONFIG):
                 self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1,
                                             processes=True, dashboard_address=":0",
-                                            silence_logs=logging.ERROR)
+                                            # the workers' own logging ("Compute Failed" and its
+                                            # traceback) never reaches the user's terminal: an
+                                            # error comes back as advisor's one line (TaskError)
+                                            silence_logs=logging.CRITICAL)
                 self.client = Client(self.cluster)
 
     def __enter__(self) -> JobCluster:
@@ -106,7 +127,10 @@ class JobCluster:
         index = {f.key: i for i, f in enumerate(futures)}
         out: list[Any] = [None] * len(futures)
         for done, future in enumerate(as_completed(futures), start=1):
-            out[index[future.key]] = future.result()  # an AdvisorError on a worker re-raises here
+            result = future.result()  # an error advisor did not expect re-raises here
+            if isinstance(result, TaskError):
+                raise result.error
+            out[index[future.key]] = result
             future.release()
             if progress:
                 progress(done, len(futures))

@@ -22,10 +22,12 @@ from advisor.errors import AnalysisError
 from advisor.gate.compare import MAX_THRESHOLD, check_fraction
 from advisor.gate.inputs import GateInput, KernelRow
 from advisor.gate.render.github import command
+from advisor.gate.render.text import wrap
 from advisor.gate.stats import hodges_lehmann, mann_whitney
 from advisor.gate.workload import check_same_workload
 from advisor.job.model import Job
 from advisor.job.summary import RankSummary
+from advisor.safe_text import no_ci_commands, plain
 
 ALPHA = 0.05
 """Significance of the one-sided test, as in the single-rank gate."""
@@ -134,7 +136,8 @@ def compare_jobs(base: Job, cand: Job, threshold: float) -> JobGateResult:
 def render(result: JobGateResult) -> str:
     head = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[result.status]
     if not result.compared:  # no step-time change to report
-        return f"{head}: the jobs could not be compared (failing closed)\n  {result.reason}\n"
+        return _safe([f"{head}: the jobs could not be compared (failing closed)",
+                      f"  {result.reason}"])
     lines = [f"{head}: job step {result.base_step_ns / 1e6:.3f} ms -> {result.cand_step_ns / 1e6:.3f} ms "
              f"({result.change:+.1%}, one-sided p = {result.p_value:.3f})"]
     if result.rank is not None:
@@ -146,7 +149,13 @@ def render(result: JobGateResult) -> str:
     if result.reason:
         lines.append(f"  {result.reason}")
     lines.extend(f"  - {n}" for n in result.notes)
-    return "\n".join(lines) + "\n"
+    return _safe(lines)
+
+
+def _safe(lines: list[str]) -> str:
+    """The verdict's lines carry trace and file names (the collective's name, the reason): the
+    output policy, line by line, wrapped at 80 columns like the single gate's text."""
+    return no_ci_commands("\n".join(w for x in lines for w in wrap(plain(x, 4000))) + "\n")
 
 
 def render_annotations(result: JobGateResult) -> str:

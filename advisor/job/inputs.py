@@ -14,31 +14,37 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from advisor.errors import InputError
+from advisor.ingest.folder import Skipped, has_trace_suffix, skipped_note, split_traces
 from advisor.job.summary import RankSummary, rank_from_name
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".db")
 
-
-def _is_trace_name(p: Path) -> bool:
-    return p.name.lower().endswith(TRACE_SUFFIXES)
-
-
-def expand(paths: Sequence[str | Path]) -> list[Path]:
-    """Files named, folders' trace files (sorted, not recursive), glob patterns' matches."""
+def expand_inputs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Skipped]]:
+    """Files named, folders' trace files (sorted, not recursive), glob patterns' matches; and
+    the files of folders and globs that are not traces (advisor's own side files, other JSON),
+    skipped. A file named on its own is always read: if it is no trace, its reader says so."""
     out: list[Path] = []
+    skipped: list[Skipped] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = sorted(f for f in p.iterdir() if f.is_file() and _is_trace_name(f))
+            candidates = sorted(f for f in p.iterdir() if f.is_file() and has_trace_suffix(f))
+            found, left = split_traces(candidates)
+            skipped += left
             if not found:
-                raise InputError(f"{p}: a folder with no trace files (*.json, *.json.gz, *.sqlite)")
+                what = f" ({skipped_note(left)})" if left else ""
+                raise InputError(f"{p}: a folder with no trace files (*.json, *.json.gz, *.sqlite)"
+                                 f"{what}")
             out.extend(found)
         elif p.exists():
             out.append(p)
         elif any(ch in str(raw) for ch in "*?["):
-            found = sorted(Path(f) for f in glob.glob(str(raw)) if Path(f).is_file())
-            if not found:
+            candidates = sorted(Path(f) for f in glob.glob(str(raw)) if Path(f).is_file())
+            if not candidates:
                 raise InputError(f"{raw}: the pattern matches no file")
+            found, left = split_traces(candidates)
+            skipped += left
+            if not found:
+                raise InputError(f"{raw}: the pattern matches no trace ({skipped_note(left)})")
             out.extend(found)
         else:
             raise InputError(f"{p}: no such file")
@@ -49,7 +55,12 @@ def expand(paths: Sequence[str | Path]) -> list[Path]:
         if key not in seen:
             seen.add(key)
             unique.append(p)
-    return unique
+    return unique, skipped
+
+
+def expand(paths: Sequence[str | Path]) -> list[Path]:
+    """The trace files `expand_inputs` finds."""
+    return expand_inputs(paths)[0]
 
 
 def assign_ranks(summaries: list[RankSummary]) -> list[RankSummary]:

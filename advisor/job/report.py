@@ -17,7 +17,7 @@ from advisor.errors import OutputError
 from advisor.job.model import Job, rank_ranges
 from advisor.job.rule import JobFinding
 from advisor.output_paths import write_atomic
-from advisor.safe_text import markup
+from advisor.safe_text import json_text, markup, visible
 
 JOB_SCHEMA = "advisor-job"
 JOB_SCHEMA_VERSION = "1.0"
@@ -126,7 +126,7 @@ def _write(path: str | Path, text: str) -> None:
 
 
 def write_json(job: Job, path: str | Path) -> None:
-    _write(path, json.dumps(to_dict(job), indent=2) + "\n")
+    _write(path, json_text(json.dumps(to_dict(job), indent=2)) + "\n")
 
 
 # ----- console ----------------------------------------------------------------------------------
@@ -144,9 +144,9 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
                   f"{j['communication_share_of_kernel_time']:.0%} of kernel time, "
                   f"{j['communication_overlapped_share']:.1%} of it overlapped with compute")
     sources = sorted({r["rank_source"] for r in d["ranks"]})
-    console.print(f"[dim]ranks from: {', '.join(sources)}[/]")
+    console.print(f"[dim]ranks from: {markup(', '.join(sources))}[/]")
     for note in j["notes"]:
-        console.print(f"[yellow]note:[/] {markup(note)}", soft_wrap=True)
+        console.print(f"[yellow]note:[/] {markup(note)}")
     t = Table(title="Ranks (median per step)", title_justify="left")
     for col in ("rank", "step", "own work", "comm", "exposed", "waiting", "pace"):
         t.add_column(col, justify="right")
@@ -168,14 +168,14 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
         for col in ("collective", "kernels", "total ms", "exposed ms", "waiting ms", "host call ms"):
             t.add_column(col, justify="right")
         for c in d["collectives"]:
-            t.add_row(c["kind"], str(c["count_per_step"]), f"{c['total_ms']:.3f}",
+            t.add_row(markup(c["kind"]), str(c["count_per_step"]), f"{c['total_ms']:.3f}",
                       f"{c['exposed_ms']:.3f}", f"{c['waiting_ms']:.3f}", f"{c['host_call_ms']:.3f}")
         console.print(t)
     if d["straggler"]:
         s = d["straggler"]
         spent = ", ".join(f"{k} {v:+.3f} ms" for k, v in s["spent_on_ms"].items())
-        console.print(f"Straggler: [bold red]rank {s['rank']}[/] ({s['cause']}): the others wait "
-                      f"{s['others_waiting_ms']:.3f} ms per step; its extra work: {spent}")
+        console.print(f"Straggler: [bold red]rank {s['rank']}[/] ({markup(s['cause'])}): the others "
+                      f"wait {s['others_waiting_ms']:.3f} ms per step; its extra work: {markup(spent)}")
         if s["cause"].startswith("slower host"):
             console.print("  Its forward, backward and optimizer, run as often as on the others, took "
                           "longer: the CPU, not the code (oversubscribed cores, NUMA placement, "
@@ -219,7 +219,7 @@ def _fix_code(console, snippet: str, kind: str) -> None:
     from rich.syntax import Syntax
 
     if snippet:
-        console.print(Padding(Syntax(snippet, "python" if kind == "code" else "text",
+        console.print(Padding(Syntax(visible(snippet), "python" if kind == "code" else "text",
                                      theme="ansi_dark", word_wrap=True, background_color="default"),
                               (0, 0, 0, 5), expand=False))
 
@@ -244,8 +244,10 @@ def write_html(job: Job, path: str | Path) -> None:
     step = [[st["rank_step_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
     own = [[st["rank_own_work_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
     exposed = [[st["rank_exposed_comm_ms"][i] for st in d["steps"]] for i in range(len(ranks))]
+    from advisor.report.html_report import shown
+
     env = jinja2.Environment(loader=jinja2.PackageLoader("advisor.report.templates", "."),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+                             autoescape=True, undefined=jinja2.StrictUndefined, finalize=shown)
     template = env.get_template("job.html.j2")
     html = template.render(
         d=d, ranks=ranks, step_grid=_heat(step), own_grid=_heat(own), exposed_grid=_heat(exposed),

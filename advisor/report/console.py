@@ -8,7 +8,6 @@ code under it, highlighted as Python.
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -18,9 +17,10 @@ from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
 from advisor.report import source_view
 from advisor.report.model import Report, as_report
+from advisor.report.tried import Tried
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
-from advisor.safe_text import markup, plain
+from advisor.safe_text import markup, plain, visible
 
 
 def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:
@@ -40,7 +40,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
     total_steps = st.count
     basis = st.basis
     if basis is not None:
-        console.print(f"Analysed: {escape(basis.describe())}")
+        console.print(f"Analysed: {markup(basis.describe(), 10_000)}")
     if st.median_ns is None or st.busy_median_ns is None:
         console.print(f"Steps: {total_steps} found, none in steady state to analyse.")
         if rep.whole_trace is not None and rep.has_gpu_work:
@@ -55,7 +55,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             f"GPU busy {busy:.0%}"
         )
         if basis is not None and basis.withheld:
-            console.print(f"[yellow]No speedup estimates: {escape(basis.withheld)}.[/]")
+            console.print(f"[yellow]No speedup estimates: {markup(basis.withheld, 10_000)}.[/]")
         m = st.measured
         if m is not None:
             console.print(
@@ -127,6 +127,18 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     for reason, rules in rep.skipped_by_reason():
         console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
+    if rep.tried is not None:  # `advisor profile --try`: measurements beside the estimates
+        render_tried(rep.tried, console)
+
+
+def render_tried(tried: Tried, console: Console) -> None:
+    """`advisor profile --try`'s section: each fix's estimate beside its measurement."""
+    from advisor.report.tried import console_lines
+
+    for i, line in enumerate(console_lines(tried)):
+        indent = len(line) - len(line.lstrip())
+        console.print(Padding(Text(plain(line.lstrip(), 10_000),
+                                   style="italic" if i == 0 else ""), (0, 0, 0, indent)))
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
@@ -147,7 +159,7 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
         from rich.syntax import Syntax  # here: it loads pygments, which only --show-fixes uses
 
         lexer = "python" if f.fix.kind == "code" else "text"
-        console.print(Padding(Syntax(f.fix.snippet, lexer, theme="ansi_dark", word_wrap=True,
+        console.print(Padding(Syntax(visible(f.fix.snippet), lexer, theme="ansi_dark", word_wrap=True,
                                      background_color="default"), (0, 0, 0, 5), expand=False))
 
 
@@ -171,6 +183,6 @@ def _whole_trace(t: TraceSummary, console: Console) -> None:
         table.add_column("share", justify="right")
         gpu = t.gpu_ns or 1
         for k in t.top_kernels:
-            table.add_row(markup(short_name(k.name)), k.category, str(k.count), _ms(k.total_ns),
+            table.add_row(markup(short_name(k.name)), markup(k.category), str(k.count), _ms(k.total_ns),
                           f"{k.total_ns / gpu:.1%}")
         console.print(table)

@@ -7,6 +7,7 @@ console of one run are views of one `Report` (`advisor.report.model`).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from rich.console import Console
 from advisor.analysis import Analysis
 from advisor.report.model import Report, build_report
 from advisor.report.progress import Progress
+from advisor.safe_text import CommandFreeStream
 
 STDOUT = Path("-")
 
@@ -52,5 +54,7 @@ def emit(analysis: Analysis, json_out: Path | None, html_out: Path | None, quiet
     for path in records:
         write_json(report, path)
     if not quiet:
-        console_report.render(report, Console(stderr=stderr, highlight=False), show_fixes=show_fixes)
+        # rich wraps at the console's width: only its output shows where lines start
+        out = CommandFreeStream(sys.stderr if stderr else sys.stdout)
+        console_report.render(report, Console(file=out, highlight=False), show_fixes=show_fixes)
     return report

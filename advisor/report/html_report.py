@@ -26,8 +26,16 @@ from advisor.report import palette, source_view
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
 from advisor.report.model import Report, as_report
 from advisor.report.step_chart import step_chart
+from advisor.safe_text import visible
 
 TEMPLATES = "advisor.report.templates"
+
+
+def shown(value: object) -> object:
+    """Every ``{{ }}`` of a page: text through the output policy (`advisor.safe_text.visible`:
+    controls and bidi overrides from trace names would reorder or hide what the page shows),
+    then autoescaped; markup advisor built (the CSS, the script, ``tojson``'s JSON) as it is."""
+    return visible(value) if isinstance(value, str) and not isinstance(value, Markup) else value
 
 
 @lru_cache(maxsize=1)
@@ -38,6 +46,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=shown,
     )
     # Compact JSON: the timeline data is most of the file. tojson still escapes < > & ' for HTML.
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":")}
@@ -91,6 +100,10 @@ def _context(rep: Report) -> dict[str, Any]:
         "median_ms": median_ms,
         "baseline_ms": baseline_ms,
         "skipped": rep.skipped_by_reason(),
+        # `advisor profile --try`: the fixes measured on the job (absent otherwise)
+        "tried": report.get("tried"),
+        "tried_rows": [*report["tried"]["fixes"], *([report["tried"]["combination"]]
+                       if report["tried"]["combination"] else [])] if report.get("tried") else [],
         "schema_version": SCHEMA_VERSION,
         "source": (source_view.html_context(rep.source) if rep.source is not None
                    else {"available": False, "note": ""}),

@@ -22,10 +22,13 @@ from advisor.graph.trace_summary import TraceSummary
 from advisor.output_paths import write_atomic
 from advisor.report import source_view
 from advisor.report.model import Report, ReportFinding, as_report
+from advisor.report.tried import to_json as tried_json
 from advisor.report.units import to_ms as _ms
+from advisor.safe_text import json_text
 
 SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
-# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by
+# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by; and the optional
+# ``tried`` (written only by `advisor profile --try`, so every other result stays byte-identical)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
@@ -141,7 +144,7 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
     times = st.analysed_times_ns
     basis = st.basis
     baseline_ms = _ms(rep.baseline_step_ns)
-    return {
+    return _with_tried({
         "schema_version": SCHEMA_VERSION,
         "advisor_version": advisor_version(),
         "trace": {
@@ -234,12 +237,21 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
             # which per-event profiler costs were taken out of the replay
             "calibration": replay.calibration,
         },
-    }
+    }, rep)
+
+
+def _with_tried(out: dict[str, Any], rep: Report) -> dict[str, Any]:
+    """``tried``: `advisor profile --try`'s fixes measured on the job beside their estimates;
+    the key is absent from every other result."""
+    if rep.tried is not None:
+        out["tried"] = tried_json(rep.tried)
+    return out
 
 
 def to_json(source: Report | Analysis) -> str:
-    """The JSON result as written to a file or stdout."""
-    return json.dumps(to_dict(source), indent=2, sort_keys=False)
+    """The JSON result as written to a file or stdout (`json_text`: no CI form in a line of a
+    CI log, the strings read back raw)."""
+    return json_text(json.dumps(to_dict(source), indent=2, sort_keys=False))
 
 
 def write_json(source: Report | Analysis, path: str | Path) -> None:

@@ -31,6 +31,7 @@ from advisor.graph.step_breakdown import KernelStat
 from advisor.graph.step_metrics import StepMetrics, step_metrics
 from advisor.graph.trace_summary import TraceSummary
 from advisor.report.source_view import SourceSection
+from advisor.report.tried import Tried
 
 
 class MeasuredSteps(Protocol):
@@ -135,6 +136,7 @@ class Report:
     timeline: Timeline | None = None  # built for the HTML page only
     source: SourceSection | None = None  # the user's source lines (`report.source_view`)
     framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
+    tried: Tried | None = None  # `advisor profile --try`: fixes measured on the job
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         return skipped_by_reason(self.skipped)
@@ -186,6 +188,7 @@ def build_report(analysis: Analysis, timeline: bool = False) -> Report:
         timeline=drawn,
         source=SourceSection.of(analysis),
         framework=r.framework,
+        tried=getattr(analysis, "tried", None),
     )
 
 

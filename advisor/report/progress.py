@@ -15,13 +15,15 @@ from contextlib import contextmanager
 from typing import TextIO
 
 from rich.console import Console
-from rich.markup import escape
+
+from advisor.safe_text import CommandFreeStream, markup
 
 
 class Progress:
     def __init__(self, enabled: bool, stream: TextIO | None = None) -> None:
         self.enabled = enabled
-        self._console = Console(file=stream or sys.stderr, highlight=False) if enabled else None
+        self._console = (Console(file=CommandFreeStream(stream or sys.stderr), highlight=False)
+                         if enabled else None)
 
     @classmethod
     def on_stderr(cls, quiet: bool) -> Progress:
@@ -31,7 +33,7 @@ class Progress:
     def note(self, message: str) -> None:
         """One line of progress (work that cannot show a spinner, such as a running script)."""
         if self._console is not None:
-            self._console.print(f"[dim]advisor:[/] {escape(message)}")
+            self._console.print(f"[dim]advisor:[/] {markup(message)}")
 
     @contextmanager
     def stage(self, doing: str) -> Iterator[Stage]:
@@ -41,9 +43,9 @@ class Progress:
             yield stage
             return
         start = time.perf_counter()
-        with self._console.status(f"{escape(doing)}...", spinner="dots"):
+        with self._console.status(f"{markup(doing)}...", spinner="dots"):
             yield stage
-        self._console.print(f"[green]✓[/] {escape(stage.result or doing)} "
+        self._console.print(f"[green]✓[/] {markup(stage.result or doing)} "
                             f"[dim]({time.perf_counter() - start:.1f} s)[/]")
 
 

@@ -26,6 +26,7 @@ from advisor.graph.source_lines import (
     SourceAttribution,
     has_stacks,
 )
+from advisor.safe_text import markup, plain
 
 NO_STACKS = ("no Python stacks in this trace, so no source lines: record with `advisor profile` "
              "(stacks are on by default) or torch.profiler(with_stack=True)")
@@ -209,7 +210,7 @@ def render_console(console, sec: SourceSection, top: int = 8) -> None:
     src = sec.attribution
     if src is None:
         if sec.has_steps:
-            console.print(f"Source lines: {sec.note}", style="italic", markup=False)
+            console.print(f"Source lines: {plain(sec.note, 10_000)}", style="italic", markup=False)
         return
     loc = Locator(sec)
     idle_total = sum(x.ns_per_step for x in src.idle)
@@ -246,9 +247,8 @@ def render_finding_lines(console, sec: SourceSection, index: int, top: int = 2) 
 
 
 def _escape(text: str) -> str:
-    from rich.markup import escape
-
-    return escape(text)
+    """File and function names come from the trace's Python stacks: `advisor.safe_text`."""
+    return markup(text, 10_000)
 
 
 def _flame_tree(src: SourceAttribution, loc: Locator, min_share: float = 0.005,

@@ -5,7 +5,8 @@ across runs. A regression is a ``<failure>``; a verdict the gate could not reach
 ``<error>`` (exit 2), never a pass. A test case holds at most one of them, as the JUnit schema
 requires (strict consumers reject a second): several regressions of one case are one failure
 whose text lists them all; when the gate refused a verdict, the error wins and the regressions
-it would have reported go to ``system-out``. ElementTree does the escaping.
+it would have reported go to ``system-out``. ElementTree does the escaping; every line of text
+first goes through the output policy (`advisor.safe_text.plain`), as a CI page or log shows it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from advisor.gate.compare import GateResult, Regression
+from advisor.safe_text import no_ci_commands, plain
 
 SUITE = "advisor gate"
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -24,6 +26,11 @@ name): ElementTree would write them raw and strict JUnit consumers reject the fi
 def xml_text(text: str) -> str:
     """Trace-derived text as XML 1.0 can carry it: each forbidden character becomes U+FFFD."""
     return _NOT_XML.sub("\ufffd", text)
+
+
+def _lines(texts: list[str]) -> str:
+    """Lines of text, each one made safe (a name's own newline never starts a line)."""
+    return no_ci_commands("\n".join(plain(t) for t in texts))
 
 
 def _suite(cases: list[ET.Element]) -> bytes:
@@ -44,20 +51,21 @@ def _case(name: str, failures: list[Regression] | None = None, error: str | None
     failures = failures or []
     lines = [out] if out else []
     if failures and not (error is not None and error_wins):
-        text = xml_text("\n".join(r.summary for r in failures))
+        text = xml_text(_lines([r.summary for r in failures]))
         kinds = sorted({r.kind for r in failures})
         f = ET.SubElement(case, "failure",
-                          message=xml_text("; ".join(r.summary for r in failures)[:500]),
+                          message=xml_text(_lines(["; ".join(r.summary for r in failures)])[:500]),
                           type=kinds[0] if len(kinds) == 1 else "+".join(kinds))
         f.text = text
         if error is not None:
             lines.append(f"also inconclusive: {error}")
     elif error is not None:
-        e = ET.SubElement(case, "error", message=xml_text(error[:500]), type="inconclusive")
-        e.text = xml_text(error)
+        e = ET.SubElement(case, "error", message=xml_text(_lines([error])[:500]),
+                          type="inconclusive")
+        e.text = xml_text(_lines([error]))
         lines += [f"would fail: {r.summary}" for r in failures]
     if lines:
-        ET.SubElement(case, "system-out").text = xml_text("\n".join(lines))
+        ET.SubElement(case, "system-out").text = xml_text(_lines(lines))
     return case
 
 

@@ -1,29 +1,26 @@
 """The verdict as GitHub-flavoured markdown, for a PR comment or ``$GITHUB_STEP_SUMMARY``.
 
-Kernel names carry ``<>``, ``|``, ``*`` and ``_``: every name goes through `cell`, which escapes HTML
-and markdown punctuation, so a template argument can neither inject markup nor break a table.
+Kernel names carry ``<>``, ``|``, ``*`` and ``_``, and a name can carry ``@someone`` or a URL: every
+name goes through `cell` (`advisor.safe_text.markdown`), which escapes HTML and markdown
+punctuation and puts mentions and URLs in code spans, so a template argument can neither inject
+markup, break a table, ping a person nor add a link to a PR comment.
 """
 
 from __future__ import annotations
 
-import html
-import re
 from pathlib import PurePath
 
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
-from advisor.safe_text import plain
+from advisor.safe_text import markdown, no_ci_commands
 
 ICON = {"pass": "✅", "fail": "❌", "inconclusive": "⚠️"}
 TITLE = {"pass": "pass", "fail": "regression", "inconclusive": "could not compare"}
 
 
-_MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
-
-
 def cell(text: str) -> str:
-    """Text safe in a table cell or list item: HTML escaped, markdown punctuation escaped."""
-    return _MARKDOWN.sub(r"\\\1", html.escape(plain(text), quote=False))
+    """Text safe in a table cell or list item (the output policy's markdown form)."""
+    return markdown(text)
 
 
 def _rows(title: str, changes: tuple[Change, ...], unit: str = "ms") -> list[str]:
@@ -93,10 +90,11 @@ def render_markdown(result: GateResult) -> str:
     if result.notes:
         out += ["<details><summary>Notes</summary>", ""]
         out += [f"- {cell(n)}" for n in result.notes] + ["", "</details>", ""]
-    return "\n".join(out)
+    return no_ci_commands("\n".join(out))  # printed to a CI log too, by some workflows
 
 
 def render_error_markdown(message: str) -> str:
     """What CI shows when the gate could not run at all (exit 2)."""
-    return (f"## {ICON['inconclusive']} advisor gate: could not compare\n\n{cell(message)}\n\n"
-            "The gate fails closed: fix the inputs and run it again.\n")
+    return no_ci_commands(f"## {ICON['inconclusive']} advisor gate: could not compare\n\n"
+                          f"{cell(message)}\n\nThe gate fails closed: fix the inputs and run it "
+                          "again.\n")

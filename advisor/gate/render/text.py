@@ -12,7 +12,7 @@ import textwrap
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
 from advisor.gate.inputs import GateInput
-from advisor.safe_text import no_workflow_commands, plain
+from advisor.safe_text import no_ci_commands, plain
 
 NOISE = "host timing noise"
 _LINE_LIMIT = 4000
@@ -25,6 +25,8 @@ HEADLINE = {
 
 
 def _run(role: str, x: GateInput) -> list[str]:
+    """The run's lines: each its own line of the verdict (a newline inside one would become the
+    policy's ``?``)."""
     lines = [f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
              f"median {x.median_ms:.3f} ms)"]
     if x.steps_described:
@@ -104,6 +106,7 @@ def render_text(result: GateResult) -> str:
     if notes:
         out.append("Notes:")
         out.extend(f"  - {n}" for n in notes)
-    # Names in these lines come from the traces: each line is made safe as a whole.
-    return no_workflow_commands(
+    # Names in these lines come from the traces (and file names): each line is made safe as a
+    # whole by the output policy (advisor.safe_text), then no line may start a CI command.
+    return no_ci_commands(
         "\n".join(w for x in out for w in wrap(plain(x, _LINE_LIMIT))) + "\n")

@@ -1,0 +1,104 @@
+"""A trial's scratch folder: what the script saves during a trial lands there, not on its files.
+
+A trial (`advisor profile --try`) runs the user's script again, several times, stopped at a step
+boundary; a checkpoint it writes on the way (or on the interrupt, in its clean-up) must not
+replace the user's real one. During a trial:
+
+* `torch.save` to a path (a ``str`` or ``os.PathLike``) writes under the scratch folder instead,
+  at the same path relative to the working directory (an absolute path outside it keeps its
+  whole path below ``abs/``); `torch.load` of a path this trial saved reads it back from there;
+* ``safetensors.torch.save_file``/``save_model`` are redirected the same way once the script
+  imports safetensors;
+* Hugging Face `TrainingArguments(output_dir=...)` and Lightning `Trainer(default_root_dir=...)`
+  and `Trainer.save_checkpoint` point into it (`advisor.capture.frameworks`).
+
+Not redirected (docs/profile.md says so): files the script opens itself (``open()``, numpy,
+pickle, CSV logs), a `torch.save` into an already open file object, and experiment trackers
+(the trial sets ``WANDB_MODE=disabled``; TensorBoard logs follow ``output_dir`` in HF).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+class Scratch:
+    """Redirects the script's saves into ``root`` while installed."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.moved: dict[str, str] = {}  # the script's path (resolved) -> where it went
+        self._undo: list[Callable[[], None]] = []
+        self._cwd = Path.cwd()
+
+    def path(self, original: str | os.PathLike[str] | None, default: str = "output") -> str:
+        """Where ``original`` goes during the trial (a folder for None)."""
+        if original is None:
+            target = self.root / default
+        else:
+            p = Path(os.fspath(original))
+            full = p if p.is_absolute() else self._cwd / p
+            full = Path(os.path.normpath(full))
+            try:
+                rel = full.relative_to(self._cwd)
+            except ValueError:
+                rel = Path("abs", *full.parts[1:])
+            target = self.root / rel
+            self.moved[str(full)] = str(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return str(target)
+
+    def _loaded_from(self, original: Any) -> Any:
+        if isinstance(original, (str, os.PathLike)):
+            p = Path(os.fspath(original))
+            full = str(Path(os.path.normpath(p if p.is_absolute() else self._cwd / p)))
+            return self.moved.get(full, original)
+        return original
+
+    def install(self) -> None:
+        import torch
+
+        self._wrap(torch, "save", 1, self.path)
+        self._wrap(torch, "load", 0, self._loaded_from)
+        if "safetensors.torch" in sys.modules:
+            self.safetensors(sys.modules["safetensors.torch"])
+        else:  # patched once the script imports it
+            from advisor.capture.frameworks import _PatchOnImport
+
+            finder = _PatchOnImport(("safetensors.torch",), self.safetensors)
+            sys.meta_path.insert(0, finder)
+            self._undo.append(lambda: finder in sys.meta_path and sys.meta_path.remove(finder))
+
+    def safetensors(self, module: Any) -> None:
+        """Redirect safetensors' file saves (called once the script has imported it)."""
+        for name in ("save_file", "save_model"):
+            if hasattr(module, name):
+                self._wrap(module, name, 1, self.path)
+
+    def _wrap(self, owner: Any, attr: str, position: int,
+              where: Callable[[Any], Any]) -> None:
+        """Map the path argument at ``position`` (or named f/filename) through ``where``."""
+        orig = getattr(owner, attr)
+
+        def redirected(*args, **kwargs):
+            args = list(args)
+            for key in ("f", "filename"):
+                if key in kwargs and isinstance(kwargs[key], (str, os.PathLike)):
+                    kwargs[key] = where(kwargs[key])
+            if len(args) > position and isinstance(args[position], (str, os.PathLike)):
+                args[position] = where(args[position])
+            return orig(*args, **kwargs)
+
+        redirected.__wrapped__ = orig  # type: ignore[attr-defined]
+        redirected.__doc__ = orig.__doc__
+        setattr(owner, attr, redirected)
+        self._undo.append(lambda: setattr(owner, attr, orig))
+
+    def uninstall(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
