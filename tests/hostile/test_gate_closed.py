@@ -423,3 +423,26 @@ def test_the_declared_range_is_listed_with_the_option():
     run = run_cli(["rules", "loader-jitter"])
     assert run.exit_code == 0, run.stderr
     assert "0 to 1000" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("extra", [["--pid", "1"], ["--allow", "host-sync"]], ids=["pid", "allow"])
+def test_job_gate_options_it_cannot_honour_are_refused(tmp_path, extra):
+    """An option the job verdict cannot apply is an error, never silently dropped; a requested
+    verdict file gets the error verdict, not last run's."""
+    out = tmp_path / "gate.json"
+    out.write_text(json.dumps({"status": "pass"}))
+    run = run_cli(["gate", JOBS / "baseline", JOBS / "slow-rank-fixed", *extra, "--json", out])
+    assert_held(run)
+    assert run.exit_code == 2, run.stdout + run.stderr
+    assert _strict_json(out.read_text())["status"] != "pass"
+
+
+def test_the_job_gate_reads_every_rank_with_steps():
+    """--steps reaches every rank of both jobs: a pattern naming no range leaves no steps, and
+    the gate cannot decide rather than compare nothing."""
+    run = run_cli(["gate", JOBS / "baseline", JOBS / "slow-rank-fixed", "--steps", "^no such$"])
+    assert_held(run)
+    assert run.exit_code == 2, run.stdout + run.stderr
+    run = run_cli(["gate", JOBS / "baseline", JOBS / "slow-rank-fixed", "--steps",
+                   r"^ProfilerStep#\d+$"])
+    assert run.exit_code == 0, run.stdout + run.stderr
