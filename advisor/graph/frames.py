@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from advisor.graph.op_names import operator_name
+
 _FRAMEWORK_NAMES = """
 torch torchvision torchaudio torchtext torchdata torchrec torchao functorch triton numpy scipy
 pandas PIL cv2 sklearn matplotlib transformers accelerate datasets tokenizers huggingface_hub
@@ -87,6 +89,7 @@ def call_label(name: str) -> str:
         return f"{frame.function} ({frame.file})"
     if name.startswith("nn.Module: "):
         return name[len("nn.Module: "):].rsplit("_", 1)[0]
+    name = operator_name(name)
     return name if len(name) <= 60 else name[:59] + "…"
 
 

@@ -18,6 +18,7 @@ from advisor.gc_pause import gc_paused
 from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
+from advisor.graph.op_names import operator_name
 from advisor.graph.projection import Projector
 from advisor.graph.steps import phase_order
 
@@ -109,7 +110,7 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
             if r.end_ns > t and r.name != step_name and r.source is not python:
                 label = labels.get(i)
                 if label is None:
-                    name = r.name
+                    name = operator_name(r.name)
                     label = labels[i] = name if len(name) <= 60 else name[:59] + "…"
                 return label
             i = parents[i]
