@@ -20,7 +20,7 @@ from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
 from advisor.graph.op_names import operator_name
 from advisor.graph.projection import Projector
-from advisor.graph.steps import phase_order
+from advisor.graph.steps import phase_of, phase_order
 
 LAUNCH_GAP_NS = 20_000
 """GPU gaps shorter than this, ending at a kernel launched just before, are launch latency."""
@@ -101,6 +101,7 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
     looked up once and each range's label made once, not per instant (issue #17)."""
     starts, ranges, parents = graph.range_tree(step.pid, step.tid)
     step_name, python = step.name, RangeSource.PYTHON
+    is_phase: dict[str, bool] = {}
     labels: dict[int, str] = {}
 
     def cause(t: int) -> str:
@@ -112,6 +113,14 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
                 if label is None:
                     name = operator_name(r.name)
                     label = labels[i] = name if len(name) <= 60 else name[:59] + "…"
+                phase = is_phase.get(label)
+                if phase is None:
+                    phase = is_phase[label] = phase_of(label) is not None
+                if phase:
+                    # a phase range: the phase its content names (a position-named ``loss``
+                    # that is data preparation is ``data``, `advisor.graph.phase_content`)
+                    return next((p for p, spans in step.phases.items()
+                                 for a, b in spans if a <= t < b), label)
                 return label
             i = parents[i]
         return "host (untraced)"
