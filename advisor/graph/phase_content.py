@@ -136,16 +136,19 @@ class Content:
     frames: bool  # Python frames recorded (with_stack): untraced time is the frames' own
     uploads: bool  # the batch reached the GPU here (pinned, or a host-to-device copy)
     loader: bool  # a DataLoader iterated here (its frames or its profiler range)
+    code: bool  # operators or Python frames recorded here: the trace says what code ran
+
+    @property
+    def informative(self) -> bool:
+        """Whether the ranges say what ran: operators or frames (a library's own NVTX ranges,
+        CUB's ``cub::DeviceReduce::Sum``, name a kernel's launcher, not the code)."""
+        return self.code
 
     @property
     def batch(self) -> bool:
         """A batch was fetched here: a DataLoader ran, or host memory was pinned or uploaded.
         Host work alone (numpy over logged values, say) is not data preparation."""
         return self.uploads or self.loader
-
-    @property
-    def informative(self) -> bool:
-        return bool(self.covered)
 
     def data_share(self, a: int, b: int) -> float:
         """Share of the span's host time that is data work. With stacks every instant is
@@ -194,13 +197,15 @@ def _classify(graph: OpGraph, ranges: Sequence[CpuRange], a: int, b: int) -> Con
     loss: list[tuple[int, int]] = []
     covered: list[tuple[int, int]] = []
     labels: Counter[str] = Counter()
-    frames = False
+    frames = code = False
     for i, r in enumerate(order):
         if r.start_ns <= a and r.end_ns >= b:
             continue  # the phase's own range, the loop's frame: they name the whole span
         s, e = max(a, r.start_ns), min(b, r.end_ns)
         covered.append((s, e))
         frames = frames or r.source is RangeSource.PYTHON
+        code = code or kinds[i] != "" or r.source in (RangeSource.PYTHON, RangeSource.OPERATOR) \
+            or r.name.startswith("aten::")
         p = parent[i]
         outer_taken = p >= 0 and not (order[p].start_ns <= a and order[p].end_ns >= b) and (
             has_data[p] and not has_loss[p])
@@ -209,7 +214,8 @@ def _classify(graph: OpGraph, ranges: Sequence[CpuRange], a: int, b: int) -> Con
             labels[_label(r)] += e - s
         if kinds[i] == "loss":
             loss.append((s, e))
-    return Content(merge(data), merge(loss), merge(covered), labels, frames, uploads, loader)
+    return Content(merge(data), merge(loss), merge(covered), labels, frames, uploads, loader,
+                   code)
 
 
 def _uploads_only(graph: OpGraph, step: Step, a: int, b: int) -> bool:
