@@ -148,7 +148,8 @@ class LoaderJitter(Rule):
         FixVariant(
             "main-thread-loading",
             "Prepare batches off the training thread: $workers DataLoader worker processes "
-            "(or a prefetch thread), pinned, copied non_blocking, indexing vectorised",
+            "(now num_workers=0) or a prefetch thread, pinned, copied non_blocking, indexing "
+            "vectorised",
             "loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,\n"
             "                    num_workers=$workers,        # was 0: loading ran on the training thread\n"
             "                    pin_memory=True, persistent_workers=True, prefetch_factor=4)\n"
