@@ -42,8 +42,7 @@ def unknown_framework_fix(rule: type, mechanism: str, values: Mapping[str, str],
         variant = rule.fix_for(mechanism, fw)
         if fw != "pytorch" and variant.framework != fw:
             continue  # no knob of its own: the plain-PyTorch fix applies there too
-        parts.append(f"# {label}: {Template(variant.title).substitute(values)}\n"
-                     + Template(variant.snippet).substitute(values))
+        parts.append(f"# {label}\n" + Template(variant.snippet).substitute(values))
     note = "" if len(parts) == 1 else " (the framework is not known: each one's knob below)"
     return Fix(title=title + note, snippet="\n\n".join(parts), kind=plain.kind,
                requires=requires, mechanism=mechanism, framework=framework)
