@@ -23,8 +23,8 @@ What the trace cannot say is not guessed:
   capture): each fix gives the knob of plain PyTorch, the HF Trainer / accelerate and
   Lightning side by side (`advisor.engine.context.RuleContext.fix`), since a wrong one
   (``torch.autocast`` to a Lightning user who needs ``precision="bf16-mixed"``) is no fix;
-* **no PyTorch** (no aten operators, no torch frames, no ATen kernels, no session: a CUDA C++
-  application): the findings keep their evidence and say the fix is in the application's
+* **no PyTorch** (no aten operators, no torch frames, no ATen kernels, no Python process, no
+  session: a CUDA C++ application): the findings keep their evidence and say the fix is in the application's
   code, with no PyTorch snippet. ``torch.compile`` and CUDA
 graph use are recorded as markers beside the framework (from ``Torch-Compiled Region`` /
 ``CompiledFunction`` ranges, Triton kernels, ``cudaGraphLaunch``, graph-replayed kernels).
@@ -80,6 +80,9 @@ RANGE_PATTERNS = {
 }
 ATEN_KERNEL = re.compile(r"\bat::(?:native|cuda)\b|\bat_cuda_detail\b|\bc10::")
 TORCH_FRAME = re.compile(r"(?:^|/)torch/")
+PYTHON_PROCESS = re.compile(r"(?:^|/)(?:python[\d.]*|pytest|torchrun|accelerate|deepspeed)$")
+"""A process that runs Python (or a PyTorch launcher): a CUDA-graph replay of a PyTorch step
+shows no operator or kernel name, but its process is still the Python interpreter."""
 COMPILED_RANGE = re.compile(r"^(?:Torch-Compiled Region|CompiledFunction|TorchDynamo Cache Lookup)")
 TRITON_KERNEL = re.compile(r"^triton_")
 MAX_RANGES = 400_000
@@ -133,7 +136,7 @@ class TraceEvidence:
     compiled: bool
     graphs: bool
     markers: tuple[str, ...]
-    pytorch: str  # what shows PyTorch ran ("" when nothing does)
+    pytorch: str  # what shows PyTorch (or Python) ran, as a clause; "" when nothing does
     frames: bool  # Python frames of torch code recorded (with_stack): the loop is visible
 
 
@@ -174,9 +177,14 @@ def _from_trace(graph: OpGraph) -> TraceEvidence:
             found = (fw, (f"{counts[fw]} trace events such as {example[fw][:80]!r}",))
             break
     aten_kernels = sum(1 for o in graph.gpu_ops[:50_000] if ATEN_KERNEL.search(o.name))
-    pytorch = ", ".join(f"{n} {what}" for n, what in (
+    seen = ", ".join(f"{n} {what}" for n, what in (
         (operators, "aten operators"), (torch_frames, "torch frames"),
         (aten_kernels, "ATen kernels")) if n)
+    pytorch = f"PyTorch ran ({seen})" if seen else ""
+    if not pytorch:
+        python = sorted({n for n in graph.info.processes.values() if PYTHON_PROCESS.search(n)})
+        if python:
+            pytorch = f"a Python process ({python[0]!r}) ran the GPU work"
     return TraceEvidence(found, bool(compiled), bool(graphs), markers, pytorch,
                          torch_frames > 0)
 
@@ -201,8 +209,9 @@ def detect(graph: OpGraph, facts: HostFacts | None = None) -> FrameworkInfo:
         return FrameworkInfo("pytorch", ("the trace's Python frames show the loop, and no "
                                          "framework in it",), "trace", compiled, graphs, markers)
     if t.pytorch:
-        return FrameworkInfo(UNKNOWN, (f"PyTorch ran ({t.pytorch}), but no Python frames or "
-                                       "framework ranges say who runs the loop",), "default",
+        return FrameworkInfo(UNKNOWN, (f"{t.pytorch}, but no Python frames or framework "
+                                       "ranges say who runs the loop",), "default",
                              compiled, graphs, markers)
-    return FrameworkInfo(NO_PYTORCH, ("no aten operators, torch frames or ATen kernels in the "
-                                      "trace",), "trace", compiled, graphs, markers)
+    return FrameworkInfo(NO_PYTORCH, ("no aten operators, torch frames, ATen kernels or Python "
+                                      "process in the trace",), "trace", compiled, graphs,
+                         markers)

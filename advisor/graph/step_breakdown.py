@@ -101,7 +101,7 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
     looked up once and each range's label made once, not per instant (issue #17)."""
     starts, ranges, parents = graph.range_tree(step.pid, step.tid)
     step_name, python = step.name, RangeSource.PYTHON
-    is_phase: dict[str, bool] = {}
+    is_phase: dict[str, str | None] = {}
     labels: dict[int, str] = {}
 
     def cause(t: int) -> str:
@@ -113,14 +113,16 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
                 if label is None:
                     name = operator_name(r.name)
                     label = labels[i] = name if len(name) <= 60 else name[:59] + "…"
-                phase = is_phase.get(label)
-                if phase is None:
-                    phase = is_phase[label] = phase_of(label) is not None
-                if phase:
-                    # a phase range: the phase its content names (a position-named ``loss``
-                    # that is data preparation is ``data``, `advisor.graph.phase_content`)
-                    return next((p for p, spans in step.phases.items()
-                                 for a, b in spans if a <= t < b), label)
+                named = is_phase.get(label, "")
+                if named == "":
+                    named = is_phase[label] = phase_of(label)
+                if named is not None:
+                    # a phase range: the phase its content names when that differs (a
+                    # position-named ``loss`` that is data preparation is ``data``,
+                    # `advisor.graph.phase_content`); else the range's own name
+                    now = next((p for p, spans in step.phases.items()
+                                for a, b in spans if a <= t < b), named)
+                    return now if now != named else label
                 return label
             i = parents[i]
         return "host (untraced)"

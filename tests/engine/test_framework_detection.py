@@ -135,3 +135,11 @@ def test_python_frames_without_a_framework_are_plain_pytorch():
     them, so plain PyTorch is known, not assumed."""
     fw = detect(load_trace(ROOT / "fixtures/source-lines/traces/nanogpt/trace_rank0.json.gz"))
     assert fw.name == "pytorch" and fw.source == "trace" and "Python frames" in fw.evidence[0]
+
+
+def test_a_cuda_graph_replay_of_a_pytorch_step_is_not_taken_for_a_cuda_application():
+    """The cpu-bound-loss scenario's fixed step replays one CUDA graph per step under nsys:
+    no operator ranges, no kernel names (graph rows), but its process is the Python
+    interpreter. The framework is unknown, not "no PyTorch"."""
+    fw = detect(load_trace(ROOT / "fixtures/scenarios/cpu-bound-loss/good/nsys.sqlite.gz"))
+    assert fw.name == "unknown" and "Python process" in fw.evidence[0]
