@@ -110,6 +110,13 @@ def _own_kind(r: CpuRange) -> str:
     return "loss" if LOSS_OP.search(name) else ""  # compute_loss, a criterion's range
 
 
+def is_loss_range(r: CpuRange) -> bool:
+    """A range of loss code: a loss operator, ``torch.nn.functional``'s loss functions, a loss
+    module, a user function named for the loss, a range named for it (not a framework's frame
+    that only passes the loss along)."""
+    return _own_kind(r) == "loss"
+
+
 def _label(r: CpuRange) -> str:
     frame = parse(r.name) if r.source is RangeSource.PYTHON else None
     if frame is not None:

@@ -104,3 +104,15 @@ def test_loss_phases_that_fetch_no_batch_keep_their_name(trace):
     graph = load_trace(ROOT / trace)
     assert not [n for n in graph.info.notes if "named 'data'" in n]
     assert any("loss" in s.phases for s in graph.steps)
+
+
+def test_a_frameworks_frame_that_passes_the_loss_along_is_no_loss_code():
+    """The tiny Lightning run (H100, `advisor profile`, stacks) marks no loss phase; the loss
+    was found from every range naming the loss, from ``aten::cross_entropy_loss`` to
+    Lightning's ``automatic.py _clone_loss`` after ``training_step`` returned: 3 ms of
+    Lightning's own host work called a per-sample loss loop (cpu-bound-loss 1.95x). Only loss
+    code counts: the launch-bound step is uncaptured-cuda-graph's."""
+    a = _analysis(ROOT / "fixtures/unprofiled/h100-2026-11-23d/run3/fw-lightning-kineto/"
+                         "trace_rank0.json.gz")
+    rules = _rules(a)
+    assert "cpu-bound-loss" not in rules and "uncaptured-cuda-graph" in rules
