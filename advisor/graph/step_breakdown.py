@@ -19,6 +19,7 @@ from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
 from advisor.graph.op_names import operator_name
+from advisor.graph.phase_content import RENAMED
 from advisor.graph.projection import Projector
 from advisor.graph.steps import phase_of, phase_order
 
@@ -116,13 +117,10 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
                 named = is_phase.get(label, "")
                 if named == "":
                     named = is_phase[label] = phase_of(label)
-                if named is not None:
-                    # a phase range: the phase its content names when that differs (a
-                    # position-named ``loss`` that is data preparation is ``data``,
-                    # `advisor.graph.phase_content`); else the range's own name
-                    now = next((p for p, spans in step.phases.items()
-                                for a, b in spans if a <= t < b), named)
-                    return now if now != named else label
+                if named in RENAMED and any(a <= t < b for a, b in step.phases.get("data", ())):
+                    # a position-named ``loss`` range whose content is data preparation
+                    # (`advisor.graph.phase_content`): the phase it is
+                    return "data"
                 return label
             i = parents[i]
         return "host (untraced)"
