@@ -118,7 +118,7 @@ def test_trials_interleave_and_a_failed_fix_does_not_stop_the_others(tried):
     cwd, done = tried
     assert done.returncode == 0, done.stderr[-3000:]
     t = json.loads((cwd / "report.json").read_text())["tried"]
-    assert t["order"] == ["plain", "loader-jitter", "bf16", "plain", "loader-jitter"]
+    assert t["order"] == ["warm-up", "plain", "loader-jitter", "bf16", "plain", "loader-jitter"]
     loader, bf16 = t["fixes"]
     assert loader["status"] == "measured" and loader["runs"] == 2
     assert loader["measured_low"] <= loader["measured_speedup"] <= loader["measured_high"]
@@ -181,7 +181,7 @@ def test_fixes_that_measured_faster_are_tried_together_once(tmp_path, monkeypatc
                     tmp_path / "out", 4, 30.0, lambda msg: None)
     names = ("loader:num_workers=2", "tf32")
     t = try_fixes([], TrialOptions(names, runs=1, steps=4, seconds=30.0), runner)
-    assert t.order == ("plain", *names, "combination")
+    assert t.order == ("warm-up", "plain", *names, "combination")
     assert all(f.status == "measured" and f.measured > 1 for f in t.fixes), t.fixes
     c = t.combination
     assert c is not None and c.knobs == names and c.runs == 1 and c.measured is not None
