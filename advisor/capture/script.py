@@ -13,7 +13,6 @@ import os
 import runpy
 import signal
 import sys
-import threading
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -22,28 +21,6 @@ from advisor.errors import CaptureError, ExitCode
 
 SIGINT_EXIT = 130
 SIGTERM_EXIT = 128 + signal.SIGTERM  # 143, what a shell reports for a job ended by SIGTERM
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what schedulers send) raised in the script like Ctrl-C: the script's own
-    clean-up runs, and advisor still analyses what the window recorded."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated(f"signal {signum} (SIGTERM)")
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt():
-    """While the script runs, SIGTERM raises `Terminated` instead of killing the process."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)
@@ -140,20 +117,15 @@ def run(target: Target, args: list[str]) -> int:
         else:
             sys.path.append(here)
     try:
-        with sigterm_as_interrupt():
-            if target.module:
-                runpy.run_module(target.name, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(target.name, run_name="__main__")
+        if target.module:
+            runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target.name, run_name="__main__")
         code = 0
     except SystemExit as e:
         code = exit_code_of(e.code)
     except StopAfterWindow:  # --then stop: the runner says so
         code = 0
-    except Terminated:
-        print("advisor: the script was terminated (SIGTERM); analysing what was recorded",
-              file=sys.stderr)
-        code = SIGTERM_EXIT
     except KeyboardInterrupt as e:
         _print_exception(e, origin)
         code = SIGINT_EXIT
