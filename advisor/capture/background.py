@@ -272,7 +272,9 @@ def run_analysis(handoff_path: Path) -> int:
 
     with contextlib.suppress(OSError):
         os.nice(NICE)
-    h = json.loads(handoff_path.read_text())
+    h = _read_json(handoff_path)
+    if h is None:  # the job removed or replaced --out before this process started: no report
+        return 1
     opts, rank = _options(h), Rank(h["rank"], h["world"])
     tag = rank.tag
     steps_path = opts.out / STEPS.format(tag=tag)
@@ -373,6 +375,9 @@ def _job_view(opts, rank) -> None:
 
 
 def main(argv: list[str]) -> int:
+    for name in ("stdout", "stderr"):  # started after the job closed its own: nowhere to talk
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - lives as long as sys's
     if len(argv) != 1:
         print("usage: python -m advisor.capture.background HANDOFF_JSON", file=sys.stderr)
         return 2

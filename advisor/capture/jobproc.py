@@ -134,3 +134,16 @@ def sigterm_default(on_term: Callable[[], None]) -> Iterator[None]:
         _on_term = None
         # the script has ended: a handler of its own would find its state torn down
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def streams_left_closed() -> None:
+    """After the script: a standard stream whose descriptor the script closed (``os.close(1)``)
+    becomes a sink, so advisor's own messages are lost as the script's would be instead of
+    raising and changing the job's exit code (plain python exits 0 there)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        try:
+            stream.flush()
+            os.fstat(stream.fileno())
+        except (AttributeError, OSError, ValueError):
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - lives as long as sys's

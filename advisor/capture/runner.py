@@ -191,11 +191,12 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     if jobproc.in_forked_child():  # the script forked and the child left the script: its own
         # exit code, and none of advisor's end-of-job work (`advisor.capture.jobproc`)
         return jobproc.child_exits(code)
+    jobproc.streams_left_closed()
     try:
         return _after_job(opts, rank, sess, recorder, hand, trace, code)
     except OSError as e:  # the script removed or replaced advisor's files: its exit code stands
-        print(f"advisor: error: cannot write advisor's files ({e.strerror or e}"
-              + (f": {e.filename}" if e.filename else "") + "); no report", file=sys.stderr)
+        print(f"advisor: error: cannot write advisor's files in {opts.out} ({e.strerror or e}); "
+              "no report", file=sys.stderr)
         return code
 
 
