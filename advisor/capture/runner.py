@@ -235,9 +235,13 @@ def _terminated(opts: ProfileOptions, rank: Rank, sess, recorder, hand) -> None:
     if opts.nsys_child:
         return
     if not (recorder.written and state.recorded):
-        if rank.prints:
+        if recorder.written:
+            msg = ("the job was terminated (SIGTERM) in the recorded window before any of its "
+                   "steps had ended: there is no report")
+        else:
             msg = why_nothing(opts, state.complete, state.explicit, state.optimizer_steps,
                               state.skipped_reason, recorder.error, SIGTERM_EXIT)
+        if rank.prints:
             print(f"advisor: {msg}", file=sys.stderr)
         return
     bg = hand.background

@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch", reason="advisor profile needs torch (the profile extra)")
-
-from tests.capture.test_profile_cpu import ROOT, SCRIPTS  # noqa: E402
+from tests.capture.test_profile_cpu import ROOT, SCRIPTS
 
 BEHAVES = SCRIPTS / "behaves.py"
 TIMEOUT_S = 240
