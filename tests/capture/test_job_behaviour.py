@@ -71,13 +71,14 @@ def recorded_steps(out: Path) -> int:
     return json.loads((out / "analysis_rank0.json").read_text())["steps"]["count"]
 
 
-@pytest.mark.parametrize("at", ["3", AFTER])
-def test_a_fork_leaves_as_it_would(tmp_path, at):
-    """The forked child exits 0 at once (no advisor hooks, threads or trace work in it) and
-    the parent's window is analysed as usual."""
-    py = plain(tmp_path, "--at", at, "fork")
-    assert py.returncode == 0 and "child: done" in py.stdout
-    adv = profiled(tmp_path, "--at", at, "fork")
+@pytest.mark.parametrize(("at", "action"), [("3", "fork"), (AFTER, "fork"),
+                                             (AFTER, "fork-train")])
+def test_a_fork_leaves_as_it_would(tmp_path, at, action):
+    """The forked child (which may train on) exits with its own code (no advisor hooks,
+    threads or trace work in it) and the parent's window is analysed as usual."""
+    py = plain(tmp_path, "--at", at, action)
+    assert py.returncode == 0 and "child: " in py.stdout
+    adv = profiled(tmp_path, "--at", at, action)
     same_job(py, adv)
     assert recorded_steps(tmp_path / "advisor-out") == 4
 

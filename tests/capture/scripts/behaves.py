@@ -28,6 +28,15 @@ def act(action: str, arg: str | None) -> None:
             sys.exit(0)
         _, status = os.waitpid(pid, 0)
         print(f"parent: child status {os.waitstatus_to_exitcode(status)}", flush=True)
+    elif action == "fork-train":
+        pid = os.fork()
+        if pid == 0:  # the child trains on (one intra-op thread: see the test's environment)
+            for _ in range(6):
+                step()
+            print("child: trained", flush=True)
+            sys.exit(3)
+        _, status = os.waitpid(pid, 0)
+        print(f"parent: child status {os.waitstatus_to_exitcode(status)}", flush=True)
     elif action == "fork-exec":
         pid = os.fork()
         if pid == 0:
