@@ -17,8 +17,10 @@ script does with the process. Two things must not change how the job behaves:
   an exception raised for it. Before that advisor does only what is quick and safe: it closes
   the window (the trace is written), records the session's state and hands the step clock to
   the analysis beside the job, which the signal does not reach and which writes the reports.
-  A script that installs its own handler replaces advisor's, so its handler runs as it would;
-  a SIGTERM that the launcher left ignored (``SIG_IGN``, inherited) stays ignored.
+  A script that installs its own handler replaces advisor's, so its handler runs as it would,
+  and while it runs ``signal.getsignal``/``signal.signal`` report advisor's handler as the
+  default (a handler that chains to the one it found must not reach advisor's); a SIGTERM
+  that the launcher left ignored (``SIG_IGN``, inherited) stays ignored.
 
 SIGINT is left alone: Python's default raises KeyboardInterrupt into the script, under advisor
 as without it.
@@ -59,8 +61,8 @@ def _after_fork_in_child() -> None:
             sess.detach()
             session.activate(None)
     with contextlib.suppress(Exception):  # ValueError when the fork came from another thread
-        if signal.getsignal(signal.SIGTERM) is _on_sigterm:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if _real_getsignal(signal.SIGTERM) is _on_sigterm:
+            _real_signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def watch_forks() -> None:
@@ -105,7 +107,7 @@ _on_term: Callable[[], None] | None = None
 
 def _on_sigterm(signum: int, frame: object) -> None:
     """SIGTERM's default action, after advisor's quick work: the process is killed by it."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+    _real_signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
     if _on_term is not None and not in_forked_child():
         with contextlib.suppress(BaseException):
             _on_term()
@@ -123,17 +125,37 @@ def sigterm_default(on_term: Callable[[], None]) -> Iterator[None]:
     the main thread (where Python runs signal handlers); otherwise nothing changes."""
     global _on_term
     if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+            or _real_getsignal(signal.SIGTERM) is not signal.SIG_DFL):
         yield
         return
     _on_term = on_term
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    _real_signal(signal.SIGTERM, _on_sigterm)
+    signal.getsignal, signal.signal = _getsignal, _signal  # type: ignore[assignment]
     try:
         yield
     finally:
+        signal.getsignal, signal.signal = _real_getsignal, _real_signal
         _on_term = None
         # the script has ended: a handler of its own would find its state torn down
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _real_signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+_real_getsignal, _real_signal = signal.getsignal, signal.signal
+
+
+def _getsignal(signalnum: int) -> object:
+    """`signal.getsignal` as the script sees it: advisor's SIGTERM handler is the default.
+    Frameworks chain to the handler they find (Lightning calls it after its own, which only
+    notes the signal): finding advisor's, they would end a job that python lets run on."""
+    handler = _real_getsignal(signalnum)
+    return signal.SIG_DFL if handler is _on_sigterm else handler
+
+
+def _signal(signalnum: int, handler: object) -> object:
+    """`signal.signal` as the script sees it: the previous handler it returns is the default
+    where it was advisor's (see `_getsignal`)."""
+    previous = _real_signal(signalnum, handler)  # type: ignore[arg-type]
+    return signal.SIG_DFL if previous is _on_sigterm else previous
 
 
 def streams_left_closed() -> None:

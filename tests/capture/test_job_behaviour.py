@@ -101,10 +101,12 @@ def test_sigterm_ends_the_job_although_a_bare_except_swallows_exceptions(tmp_pat
         assert json.loads((tmp_path / "r.json").read_text())["steps"]["count"] == 4
 
 
-def test_the_scripts_own_sigterm_handler_runs(tmp_path):
-    py = plain(tmp_path, "--at", "3", "sigterm-handled")
+@pytest.mark.parametrize("action", ["sigterm-handled", "sigterm-chained"])
+def test_the_scripts_own_sigterm_handler_runs(tmp_path, action):
+    """Also one that chains to the handler it found (Lightning's): python's is the default."""
+    py = plain(tmp_path, "--at", "3", action)
     assert py.returncode == 0 and "own handler ran" in py.stdout
-    same_job(py, profiled(tmp_path, "--at", "3", "sigterm-handled"))
+    same_job(py, profiled(tmp_path, "--at", "3", action))
 
 
 def test_an_ignored_sigterm_stays_ignored(tmp_path):

@@ -69,6 +69,16 @@ def act(action: str, arg: str | None) -> None:
                 step()
         except:  # noqa: E722 - the point of the test: a bare except swallows everything
             print("swallowed", flush=True)
+    elif action == "sigterm-chained":  # as Lightning does: its handler, then the one it found
+        found = signal.getsignal(signal.SIGTERM)
+
+        def chained(signum, frame):
+            print("own handler ran", flush=True)
+            if callable(found):
+                found(signum, frame)
+
+        signal.signal(signal.SIGTERM, chained)
+        os.kill(os.getpid(), signal.SIGTERM)
     elif action == "sigterm-handled":
         signal.signal(signal.SIGTERM, lambda s, f: print("own handler ran", flush=True))
         os.kill(os.getpid(), signal.SIGTERM)
