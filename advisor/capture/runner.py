@@ -229,10 +229,11 @@ def _terminated(opts: ProfileOptions, rank: Rank, sess, recorder, hand) -> None:
     the job (started now if the window closed only now), which writes the reports."""
     from advisor.capture.background import BackgroundAnalysis
 
+    handing_over = sess.handing_over
     sess.terminate()
     state = sess.state
     write_status(opts.out, rank, SIGTERM_EXIT, state)
-    if opts.nsys_child:
+    if opts.nsys_child or handing_over:  # interrupted mid-handover: not re-entered
         return
     if not (recorder.written and state.recorded):
         if recorder.written:

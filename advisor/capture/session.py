@@ -188,6 +188,7 @@ class Session:
         self._stop_raised = False
         self._finishing = False
         self._recorder_busy = False  # a recorder action (start, stop, trace write) under way
+        self.handing_over = False  # a callback to the analysis beside the job under way
         self._graph_captures = 0  # CUDA graph captures under way (any thread)
 
     # ----- marks -----------------------------------------------------------------------------
@@ -373,11 +374,14 @@ class Session:
             raise StopAfterWindow("advisor: --then stop")
 
     def _guarded_callback(self, fn: Callable[[CaptureState], None]) -> None:
+        self.handing_over = True  # a SIGTERM landing here does not hand over a second time
         try:
             fn(self.state)
         except Exception as e:  # the job goes on; the report comes when the job ends
             self._progress(f"advisor: could not start the analysis beside the job "
                            f"({type(e).__name__}: {e}); it runs when the job ends")
+        finally:
+            self.handing_over = False
 
     # ----- explicit API ----------------------------------------------------------------------
 
