@@ -33,6 +33,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, is_dataclass
@@ -51,10 +52,27 @@ with what it has (the job may run its first steps after the window very slowly).
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Readers never see half a file: write beside it and rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    """Readers never see half a file: write a new file beside it (created, never opened through
+    a link planted there) and rename it over the path (a link there is replaced, not followed)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have created it
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _put_status(path: Path, status: dict) -> None:
+    """The analysis's status for the job; a job that removed or replaced ``--out`` gets none
+    (the analysis goes on quietly: there is nowhere to write its reports either)."""
+    with contextlib.suppress(OSError):
+        write_json_atomic(path, status)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -254,14 +272,16 @@ def run_analysis(handoff_path: Path) -> int:
 
     with contextlib.suppress(OSError):
         os.nice(NICE)
-    h = json.loads(handoff_path.read_text())
+    h = _read_json(handoff_path)
+    if h is None:  # the job removed or replaced --out before this process started: no report
+        return 1
     opts, rank = _options(h), Rank(h["rank"], h["world"])
     tag = rank.tag
     steps_path = opts.out / STEPS.format(tag=tag)
     status_path = opts.out / STATUS.format(tag=tag)
     status: dict[str, Any] = {"pid": os.getpid(), "state": "running", "started": time.time(),
                               "trace": h["trace"]}
-    write_json_atomic(status_path, status)
+    _put_status(status_path, status)
     talk = not opts.quiet and rank.prints
     try:
         return _analyse_and_report(h, opts, rank, status, status_path, steps_path, talk)
@@ -275,7 +295,7 @@ def run_analysis(handoff_path: Path) -> int:
         traceback.print_exc()
         status.update(state="failed", finished=time.time(),
                       error=f"internal error in the analysis ({type(e).__name__}: {e})")
-    write_json_atomic(status_path, status)
+    _put_status(status_path, status)
     return 1
 
 
@@ -320,7 +340,7 @@ def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, st
                           measured_steps=measured, whole_run=final)
             status.setdefault("reported", now)
             status["updated"] = now
-            write_json_atomic(status_path, status)
+            _put_status(status_path, status)
             if not reported and talk:
                 print(f"advisor: trace {h['trace']}; {len(h['recorded'])} steps recorded"
                       + ("" if final or not alive else "; reports written while the job runs on"),
@@ -331,7 +351,7 @@ def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, st
         if final or not alive:
             if not final and reported and status["state"] != "done":
                 status["state"] = "done"
-                write_json_atomic(status_path, status)
+                _put_status(status_path, status)
             return 0
         time.sleep(POLL_S)
 
@@ -355,6 +375,9 @@ def _job_view(opts, rank) -> None:
 
 
 def main(argv: list[str]) -> int:
+    for name in ("stdout", "stderr"):  # started after the job closed its own: nowhere to talk
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - lives as long as sys's
     if len(argv) != 1:
         print("usage: python -m advisor.capture.background HANDOFF_JSON", file=sys.stderr)
         return 2

@@ -122,6 +122,18 @@ def check_outputs(opts: ProfileOptions, inputs: list[Path] | None = None) -> Non
     except OSError as e:
         raise CaptureError(f"--out {opts.out}: cannot create ({e.strerror})") from e
     check_output_paths(opts, inputs or [])
+    pin_paths(opts)
+
+
+def pin_paths(opts: ProfileOptions) -> None:
+    """Resolve advisor's output paths once, before the script runs: a script that calls
+    ``os.chdir``, or swaps a link for ``--out``, then moves none of advisor's files (nor the
+    processes advisor starts later, which are told these paths)."""
+    opts.out = Path(os.path.realpath(opts.out))
+    for name in ("json_out", "html_out"):
+        path = getattr(opts, name)
+        if path is not None and str(path) != "-":
+            setattr(opts, name, Path(os.path.realpath(path.parent)) / path.name)
 
 
 def check_output_paths(opts: ProfileOptions, inputs: list[Path]) -> None:
@@ -156,7 +168,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
 
 
 def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) -> int:
-    from advisor.capture import after_window, script, session
+    from advisor.capture import after_window, jobproc, script, session
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
@@ -174,13 +186,35 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
                            on_measured=hand.measured)
     sess.install()
     session.activate(sess)
+    jobproc.watch_forks()
     try:
-        code = script.run(target, args)
+        with jobproc.sigterm_default(lambda: _terminated(opts, rank, sess, recorder, hand)):
+            code = script.run(target, args)
     finally:
-        try:
-            sess.finish()
-        finally:
-            session.activate(None)
+        if not jobproc.in_forked_child():
+            try:
+                sess.finish()
+            finally:
+                session.activate(None)
+                jobproc.job_ended()
+    if jobproc.in_forked_child():  # the script forked and the child left the script: its own
+        # exit code, and none of advisor's end-of-job work (`advisor.capture.jobproc`)
+        return jobproc.child_exits(code)
+    jobproc.streams_left_closed()
+    try:
+        return _after_job(opts, rank, sess, recorder, hand, trace, code)
+    except OSError as e:  # the script removed or replaced advisor's files: its exit code stands
+        print(f"advisor: error: cannot write advisor's files in {opts.out} ({e.strerror or e}); "
+              "no report", file=sys.stderr)
+        return code
+
+
+def _after_job(opts: ProfileOptions, rank: Rank, sess, recorder, hand, trace: Path,
+               code: int) -> int:
+    """The script has ended: record its state, then analyse (or wait for the analysis beside
+    the job) and return the script's exit code."""
+    from advisor.capture import after_window
+
     state = sess.state
     if state.stopped_after_window:
         code = after_window.stopped(code)
@@ -196,6 +230,39 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
         if done is not None:
             return done
     return report(opts, rank, trace, code, state.recorded, state.complete, state)
+
+
+def _terminated(opts: ProfileOptions, rank: Rank, sess, recorder, hand) -> None:
+    """SIGTERM, from its handler, just before the process is killed by it: close the window
+    (its trace is written), record the state and hand the step clock to the analysis beside
+    the job (started now if the window closed only now), which writes the reports."""
+    from advisor.capture.background import BackgroundAnalysis
+
+    handing_over = sess.handing_over
+    sess.terminate()
+    state = sess.state
+    write_status(opts.out, rank, SIGTERM_EXIT, state)
+    if opts.nsys_child or handing_over:  # interrupted mid-handover: not re-entered
+        return
+    if not (recorder.written and state.recorded):
+        if recorder.written:
+            msg = ("the job was terminated (SIGTERM) in the recorded window before any of its "
+                   "steps had ended: there is no report")
+        else:
+            msg = why_nothing(opts, state.complete, state.explicit, state.optimizer_steps,
+                              state.skipped_reason, recorder.error, SIGTERM_EXIT)
+        if rank.prints:
+            print(f"advisor: {msg}", file=sys.stderr)
+        return
+    bg = hand.background
+    if bg is None:
+        bg = hand.background = BackgroundAnalysis(opts, rank, recorder.trace_path)
+    if not bg.started:
+        bg.start(state)
+    bg.steps(state, final=True)
+    if rank.prints:
+        print(f"advisor: the job was terminated (SIGTERM); the analysis beside it writes its "
+              f"reports to {opts.out}", file=sys.stderr)
 
 
 def _progress(opts: ProfileOptions, rank: Rank):

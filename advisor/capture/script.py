@@ -13,37 +13,14 @@ import os
 import runpy
 import signal
 import sys
-import threading
 from dataclasses import dataclass
 from types import TracebackType
 
 from advisor.capture.session import StopAfterWindow
-from advisor.errors import CaptureError
+from advisor.errors import CaptureError, ExitCode
 
 SIGINT_EXIT = 130
 SIGTERM_EXIT = 128 + signal.SIGTERM  # 143, what a shell reports for a job ended by SIGTERM
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what schedulers send) raised in the script like Ctrl-C: the script's own
-    clean-up runs, and advisor still analyses what the window recorded."""
-
-
-def _raise_terminated(signum: int, frame: object) -> None:
-    raise Terminated(f"signal {signum} (SIGTERM)")
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt():
-    """While the script runs, SIGTERM raises `Terminated` instead of killing the process."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @dataclass(frozen=True)
@@ -71,16 +48,31 @@ class Target:
         return os.path.realpath(spec.origin)
 
     def check(self) -> None:
-        """Fail before anything runs, as Python would, when there is nothing to run."""
+        """Fail before anything runs, with Python's own message and exit status, when there is
+        nothing to run: a script run by advisor keeps the exit code ``python`` would give it."""
         if self.module:
-            if self.origin() is None:
-                raise CaptureError(f"no module named {self.name!r}")
+            import runpy
+
+            try:  # what `python -m` itself calls, so the message is the one it prints
+                runpy._get_module_details(self.name)  # type: ignore[attr-defined]
+            except ImportError as e:
+                raise NothingToRun(str(e), 1) from e
             return
         if not os.path.exists(self.name):
-            raise CaptureError(f"can't open file {os.path.abspath(self.name)!r}: "
-                               "no such file or directory")
+            raise NothingToRun(f"can't open file {os.path.abspath(self.name)!r}: "
+                               "[Errno 2] No such file or directory", 2)
         if os.path.isdir(self.name) and not os.path.exists(os.path.join(self.name, "__main__.py")):
-            raise CaptureError(f"can't find '__main__' module in {self.name!r}")
+            raise NothingToRun(f"can't find '__main__' module in "
+                               f"{os.path.abspath(self.name)!r}", 1)
+
+
+class NothingToRun(CaptureError):
+    """SCRIPT names nothing Python could run; the exit status is Python's for the same case
+    (1 for a missing module or a directory without ``__main__.py``, 2 for a missing file)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = ExitCode(exit_code)
 
 
 def exit_code_of(code: object) -> int:
@@ -125,20 +117,15 @@ def run(target: Target, args: list[str]) -> int:
         else:
             sys.path.append(here)
     try:
-        with sigterm_as_interrupt():
-            if target.module:
-                runpy.run_module(target.name, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(target.name, run_name="__main__")
+        if target.module:
+            runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(target.name, run_name="__main__")
         code = 0
     except SystemExit as e:
         code = exit_code_of(e.code)
     except StopAfterWindow:  # --then stop: the runner says so
         code = 0
-    except Terminated:
-        print("advisor: the script was terminated (SIGTERM); analysing what was recorded",
-              file=sys.stderr)
-        code = SIGTERM_EXIT
     except KeyboardInterrupt as e:
         _print_exception(e, origin)
         code = SIGINT_EXIT

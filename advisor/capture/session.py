@@ -187,6 +187,8 @@ class Session:
         self._measured_at: int | None = None  # the step whose end hands the measured steps over
         self._stop_raised = False
         self._finishing = False
+        self._recorder_busy = False  # a recorder action (start, stop, trace write) under way
+        self.handing_over = False  # a callback to the analysis beside the job under way
         self._graph_captures = 0  # CUDA graph captures under way (any thread)
 
     # ----- marks -----------------------------------------------------------------------------
@@ -322,6 +324,7 @@ class Session:
 
     def _guarded(self, fn: Callable[[], None]) -> bool:
         """Run a recorder action; a failure is reported, never raised into the script."""
+        self._recorder_busy = True  # a SIGTERM landing here leaves the recorder alone
         try:
             fn()
             return True
@@ -334,6 +337,8 @@ class Session:
             self.recording = False
             self.window_open = False
             return False
+        finally:
+            self._recorder_busy = False
 
     def _capturing(self) -> bool:
         """Whether a CUDA graph is being captured: a counter kept by wrappers of
@@ -369,11 +374,14 @@ class Session:
             raise StopAfterWindow("advisor: --then stop")
 
     def _guarded_callback(self, fn: Callable[[CaptureState], None]) -> None:
+        self.handing_over = True  # a SIGTERM landing here does not hand over a second time
         try:
             fn(self.state)
         except Exception as e:  # the job goes on; the report comes when the job ends
             self._progress(f"advisor: could not start the analysis beside the job "
                            f"({type(e).__name__}: {e}); it runs when the job ends")
+        finally:
+            self.handing_over = False
 
     # ----- explicit API ----------------------------------------------------------------------
 
@@ -649,6 +657,29 @@ class Session:
         self.state.run_end_ns = self._clock() - self._t0
         self._record_host()
         self.uninstall()
+
+    def terminate(self) -> None:
+        """SIGTERM (`advisor.capture.jobproc`): `finish` from the signal handler, between two
+        bytecodes of whatever ran. The window is closed and its trace written unless the
+        signal interrupted a recorder action itself (that one is not re-entered)."""
+        if self._recorder_busy:
+            self.window_open = False
+            self.recorder = None
+        self.finish()
+
+    def tracer_started(self) -> bool:
+        """Whether the recorder's tracer (Kineto, with its threads) was ever started here."""
+        rec = self.recorder
+        return self.state.window_started or getattr(rec, "_prof", None) is not None
+
+    def detach(self) -> None:
+        """A forked child (`advisor.capture.jobproc`): every hook returns at once (none is on
+        the child's thread), and nothing of the parent's window or files is touched."""
+        self.tid = None
+        self.recorder = None
+        self.recording = self.window_open = False
+        self._on_window_closed = self._on_measured = None
+        self.plan.stop_after = False
 
     def _record_host(self) -> None:
         """The host's cores and the framework packages the script imported."""

@@ -5,9 +5,11 @@ edges, ``finish`` once at the end (writes the trace)."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 
@@ -65,15 +67,40 @@ class KinetoRecorder:
             return
         self._started = False
         self._prof.stop_trace()
-        raw = self.trace_path.with_suffix("")  # trace_rank0.json
-        self._prof.export_chrome_trace(str(raw))
-        self._prof = None
-        if incomplete:
-            _rename_ranges(raw, incomplete)
-        with raw.open("rb") as src, gzip.open(self.trace_path, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        raw.unlink()
+        prof, self._prof = self._prof, None
+        write_trace(self.trace_path, lambda raw: prof.export_chrome_trace(str(raw)), incomplete)
         self.written = True
+
+
+def write_trace(path: Path, export, incomplete: list[str]) -> None:
+    """The window's trace at ``path``, gzipped, through new files in its directory renamed over
+    it at the end: a link planted at ``path`` (or at the plain ``.json`` beside it) is replaced,
+    never written through, and a reader never sees half a trace. ``export(raw)`` writes the
+    plain JSON trace to ``raw``."""
+    folder = path.parent
+    made: list[str] = []
+    try:
+        fd, raw = tempfile.mkstemp(dir=folder, prefix=f".{path.stem}.", suffix=".json")
+        os.close(fd)
+        made.append(raw)
+        export(Path(raw))
+        if incomplete:
+            _rename_ranges(Path(raw), incomplete)
+        fd, packed = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        made.append(packed)
+        with open(raw, "rb") as src, os.fdopen(fd, "wb") as out, \
+                gzip.GzipFile(filename=path.with_suffix("").name, mode="wb", fileobj=out,
+                              compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(packed, 0o666 & ~umask)  # as a plain open() would have created it
+        os.replace(packed, path)
+        made.remove(packed)
+    finally:
+        for leftover in made:
+            with contextlib.suppress(OSError):
+                os.unlink(leftover)
 
 
 def cupti_teardown() -> None:

@@ -45,7 +45,7 @@ def test_exit_with_a_message_prints_it_and_gives_1(capsys):
 def test_missing_targets_fail_before_running(tmp_path):
     with pytest.raises(CaptureError, match="can't open file"):
         Target(str(tmp_path / "nope.py")).check()
-    with pytest.raises(CaptureError, match="no module named"):
+    with pytest.raises(CaptureError, match="No module named"):
         Target("advisor_no_such_module_xyz", module=True).check()
     with pytest.raises(CaptureError, match="__main__"):
         Target(str(tmp_path)).check()
