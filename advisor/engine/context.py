@@ -105,13 +105,20 @@ class RuleContext:
 
     @cached_property
     def baseline_step_ns(self) -> float:
-        """The report's one step time: the analysed steps' median, replayed without the
-        profiler's host overhead (every estimate's ``step_ns``)."""
+        """The report's one step time: the analysed steady steps' mean, replayed without the
+        profiler's host overhead (every estimate's ``step_ns``).
+
+        The mean, not the median: a job pays its total time over its steps, so the mean step is
+        what a fix's saving is worth per step (issue 32: on a bursty loader, three quick steps
+        and one slow one, the median described a step the user never pays). Outliers cannot
+        move it much here: the analysed steps are the steady ones, warm-up excluded. Estimates
+        keep their own basis for the saving (a ratio) and are applied to this step, as
+        `advisor profile` applies them to its measured mean step."""
         if not self.steps:
             return 0.0
         if not self.graph.has_gpu_work:
-            return self.median_step_ns
-        return self.baseline.median_ns
+            return self.step_ns
+        return self.baseline.mean_ns
 
     def estimate(self, speedup: float, low: float, high: float, model: str,
                  assumptions: Sequence[str], basis: str) -> Estimate:

@@ -25,7 +25,8 @@ from advisor.report.model import Report, ReportFinding, as_report
 from advisor.report.units import to_ms as _ms
 
 SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
-# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by
+# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by; steps.measured:
+# baseline_ms (the mean), bursty, burst_cause, window, noisy_host (optional, additive)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
