@@ -18,7 +18,7 @@ HEADLINE = {
 
 def _run(role: str, x: GateInput) -> str:
     line = (f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
-            f"median {x.median_ms:.3f} ms)")
+            f"step {x.step_ms:.3f} ms, median {x.median_ms:.3f} ms as traced)")
     if x.steps_described:
         line += f"\n  {'':<9} {x.steps_described}"
     return line
