@@ -13,8 +13,11 @@ one row per run and a table per variant: plain mean, advisor mean, overhead % (o
 means), and the spread of the per-round overheads (min..max), with the per-round plain-vs-plain
 spread beside it as the noise floor.
 
-Default variants: ``hooks`` (``--wait 1000000``: every hook installed, never a window) and
-``window`` (the default window, then ``--then continue``). On the H100, nanoGPT:
+Default variants: ``hooks`` (``--wait 1000000``: every hook installed, never a window),
+``window`` (the default window, then ``--then continue``: the analysis runs beside the job) and
+``window-analysis-at-end`` (the same, the analysis after the job: what the analysis beside the
+job costs it is the difference). A variant's leading ``NAME=VALUE`` words are environment
+variables (``--variant "cupti-kept=TEARDOWN_CUPTI=0 --then continue"``). On the H100, nanoGPT:
 
     cd nanoGPT && python /path/to/advisor/benchmarks/real_script_ab.py --pairs 3 \\
         --from-iter 100 -- train.py config/train_shakespeare_char.py --compile=False \\
@@ -28,6 +31,7 @@ showed 25.1 ms under advisor against 21.4 ms plain, while advisor's hook benchma
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shlex
@@ -40,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NANOGPT = r"iter (?P<iter>\d+): .*?time (?P<ms>[\d.]+)ms"
+DEFAULT_VARIANTS = ("hooks=--wait 1000000 --then continue", "window=--then continue",
+                    "window-analysis-at-end=ADVISOR_ANALYSIS_AT_END=1 --then continue")
 
 
 @dataclass
@@ -64,18 +70,29 @@ def parse_times(text: str, regex: re.Pattern[str], from_iter: int) -> list[float
     return out
 
 
-def command(variant: str, advisor_args: str, script: list[str], out_dir: Path) -> list[str]:
+ENV_TOKEN = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+
+
+def command(variant: str, advisor_args: str, script: list[str],
+            out_dir: Path) -> tuple[list[str], dict[str, str]]:
+    """The command line and the extra environment of one run: a variant's leading
+    ``NAME=VALUE`` words are environment variables (``TEARDOWN_CUPTI=0 --then continue``)."""
     if variant == "plain":
-        return [sys.executable, *script]
-    return [sys.executable, "-m", "advisor.cli", "profile", "-q", "--out", str(out_dir),
-            *shlex.split(advisor_args), *script]
+        return [sys.executable, *script], {}
+    words = shlex.split(advisor_args)
+    env = {}
+    while words and ENV_TOKEN.match(words[0]):
+        k, _, v = words.pop(0).partition("=")
+        env[k] = v
+    return ([sys.executable, "-m", "advisor.cli", "profile", "-q", "--out", str(out_dir),
+             *words, *script], env)
 
 
 def run_once(variant: str, advisor_args: str, script: list[str], regex: re.Pattern[str],
              from_iter: int, rnd: int, cwd: Path | None, timeout: float) -> Run:
     with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
-        cmd = command(variant, advisor_args, script, Path(tmp) / "out")
-        env = {**os.environ, "CI": os.environ.get("CI", "")}
+        cmd, extra = command(variant, advisor_args, script, Path(tmp) / "out")
+        env = {**os.environ, **extra}
         t0 = time.perf_counter()
         done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env,
                               timeout=timeout)
@@ -97,7 +114,7 @@ def report(runs: list[Run], variants: list[str]) -> str:
     """The table: one line per variant against the plain runs of the same rounds."""
     plain = {r.round: r for r in runs if r.variant == "plain" and r.times_ms}
     rounds = sorted(plain)
-    noise = [plain[b].mean / plain[a].mean - 1 for a, b in zip(rounds, rounds[1:])]
+    noise = [plain[b].mean / plain[a].mean - 1 for a, b in itertools.pairwise(rounds)]
     pooled_plain = [t for r in plain.values() for t in r.times_ms]
     lines = ["| run | mean (ms) | median (ms) | stdev (ms) | iterations | overhead | per-round "
              "spread |", "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -144,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if not {"iter", "ms"} <= set(regex.groupindex):
         ap.error("--regex needs the named groups 'iter' and 'ms'")
     variants: dict[str, str] = {}
-    for spec in a.variant or ["hooks=--wait 1000000 --then continue", "window=--then continue"]:
+    for spec in a.variant or DEFAULT_VARIANTS:
         name, _, args = spec.partition("=")
         variants[name.strip()] = args
     order = ["plain", *variants]
