@@ -18,18 +18,22 @@ from advisor.engine.whatif import Replay, Simulation
 from advisor.graph.model import OpGraph, Step
 
 
-def analysed_steps(graph: OpGraph) -> list[Step]:
+def analysed_steps(graph: OpGraph, pid: int | None = None) -> list[Step]:
     """The longest run of consecutive steady-state steps of the busiest step thread.
 
     One process is analysed (rank 0's role in a multi-process trace is played by whichever
-    process has the most steps); the replay needs consecutive steps.
+    process has the most steps, unless ``pid`` names one: the job view assesses each rank's
+    process as `advisor analyze --pid` would); the replay needs consecutive steps.
     """
     steady = graph.steady_steps
     if not steady:
         return []
     per_thread: dict[tuple[int, int], list[Step]] = {}
     for s in graph.steps:
-        per_thread.setdefault((s.pid, s.tid), []).append(s)
+        if pid is None or s.pid == pid:
+            per_thread.setdefault((s.pid, s.tid), []).append(s)
+    if not per_thread:
+        return []
     key = max(per_thread, key=lambda k: sum(1 for s in per_thread[k] if not s.warmup))
     best: list[Step] = []
     run: list[Step] = []

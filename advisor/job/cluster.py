@@ -44,14 +44,18 @@ def summarize_files(batch: Sequence[tuple[str, int]], options: LoadOptions) -> l
     return [summarize_file(path, order, options) for path, order in batch]
 
 
-def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions) -> list[dict]:
-    """Dask task: the per-rank rules over one trace file, as plain findings."""
+def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions) -> dict:
+    """Dask task: the per-rank rules over one trace file, as plain findings, with the step the
+    trace's own report gives (``step_ns``: the job view shows the same one as `advisor
+    analyze`)."""
     from advisor.analysis import analyze_graph
     from advisor.ingest.base import load_trace
     from advisor.job.summary import finding_record
 
     analysis = analyze_graph(load_trace(path, options), settings=settings)
-    return [finding_record(f) for f in analysis.results.findings]
+    return {"findings": [finding_record(f) for f in analysis.results.findings],
+            "step_ns": analysis.results.baseline_step_ns,
+            "pid": analysis.results.basis.pid if analysis.results.basis else None}
 
 
 LOCAL_CONFIG = {} if os.environ.get("ADVISOR_DASK_DIAGNOSTICS") else {
@@ -136,7 +140,7 @@ class JobCluster:
         return max(1, len(self.client.scheduler_info(n_workers=-1).get("workers", {})))
 
     def findings(self, paths: Sequence[str], settings: RuleSettings | None,
-                 options: LoadOptions | None = None) -> list[list[dict]]:
+                 options: LoadOptions | None = None) -> list[dict]:
         return self.map(rank_findings, list(paths), settings=settings,
                         options=options or LoadOptions())
 
