@@ -60,6 +60,24 @@ def step_aside() -> None:
     if hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE"):
         with contextlib.suppress(OSError):
             os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
+def step_back_when_done(job_pid: int, steps_path: Path) -> None:
+    """Once the job has ended, leave ``SCHED_IDLE`` (for nice 10): the job's process waits for
+    this analysis then, and on a machine other work keeps busy an idle-class process might
+    never run. A daemon thread polls; an unprivileged process may not be allowed the switch
+    (RLIMIT_NICE), and then stays as it is."""
+    if not (hasattr(os, "sched_setscheduler") and hasattr(os, "SCHED_IDLE")):
+        return
+    main = threading.get_native_id()
+
+    def watch() -> None:
+        while _alive(job_pid) and not (_read_json(steps_path) or {}).get("final"):
+            time.sleep(POLL_S)
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(main, os.SCHED_OTHER, os.sched_param(0))
+
+    threading.Thread(target=watch, daemon=True, name="advisor-step-back").start()
 POLL_S = 1.0
 WAIT_FOR_MEASURED_S = 120.0
 """How long the analysis, once done, waits for the measured steps before writing the reports
@@ -274,6 +292,7 @@ def run_analysis(handoff_path: Path) -> int:
     opts, rank = _options(h), Rank(h["rank"], h["world"])
     tag = rank.tag
     steps_path = opts.out / STEPS.format(tag=tag)
+    step_back_when_done(int(h["job_pid"]), steps_path)
     status_path = opts.out / STATUS.format(tag=tag)
     status: dict[str, Any] = {"pid": os.getpid(), "state": "running", "started": time.time(),
                               "trace": h["trace"]}
