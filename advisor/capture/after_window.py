@@ -86,6 +86,15 @@ def stopped(code: int) -> int:
     return 0
 
 
+ANALYSIS_AT_END = "ADVISOR_ANALYSIS_AT_END"
+"""Set to 1, the analysis waits for the job's end instead of running beside it: for measuring
+what the analysis beside the job costs the job (`benchmarks/real_script_ab.py`'s variants)."""
+
+
+def analysis_at_end() -> bool:
+    return os.environ.get(ANALYSIS_AT_END, "") not in ("", "0")
+
+
 class Handover:
     """The session's callbacks at the window's close and `STEPS_MEASURED_AFTER` steps later."""
 
@@ -101,7 +110,7 @@ class Handover:
             from advisor.capture.runner import write_status
 
             write_status(self.opts.out, self.rank, None, state)  # the parent exports now
-        elif self.background is not None:
+        elif self.background is not None and not analysis_at_end():
             self.background.start(state)
 
     def measured(self, state: Any) -> None:

@@ -12,18 +12,58 @@ from __future__ import annotations
 from dataclasses import replace
 
 from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings
-from advisor.capture.steptimes import MODEL_DISAGREEMENT, StepClock, measured_step
+from advisor.capture.steptimes import (
+    MODEL_DISAGREEMENT,
+    MeasuredStep,
+    StepClock,
+    measured_step,
+)
 from advisor.engine.rule import Estimate
 
+NOISY_SLOWER = 1.5
+"""Unprofiled steps whose median is this many times the profiled steps' median ran on a host
+busy with something else: a profiler only ever adds host time, so an unprofiled step far slower
+than a profiled one of the same loop measures the machine's other load, not the job (issue 32:
+612 ms measured against 52 ms profiled on a busy 2-core machine)."""
 
-def _rebase(e: Estimate, median: float) -> Estimate:
-    """One baseline per report: every step-relative estimate, a mean-basis one too, is the
-    replay's speedup applied to the measured median step (as `RuleContext.estimate` does with
-    the replayed one)."""
+PRECISION_Z = 1.96
+"""The measured mean's 95% interval (normal approximation) must lie within the step-time
+precision advisor states (`MODEL_DISAGREEMENT`, 10%) for estimates to be built on it."""
+
+
+def _rebase(e: Estimate, step: float) -> Estimate:
+    """One baseline per report: every step-relative estimate is the replay's speedup applied to
+    the measured mean step (as `RuleContext.estimate` does with the replayed one)."""
     if e.relative_to != "step" or e.step_ns <= 0:
         return e
-    factor = median / e.step_ns
-    return replace(e, step_ns=median, predicted_step_ns=e.predicted_step_ns * factor)
+    factor = step / e.step_ns
+    return replace(e, step_ns=step, predicted_step_ns=e.predicted_step_ns * factor)
+
+
+def noisy_host(measured: MeasuredStep, profiled_median_ns: float) -> str | None:
+    """Why the measured steps cannot carry estimates, or None when they can.
+
+    Two signs of a host too noisy to measure on: unprofiled steps far slower than the profiled
+    ones (`NOISY_SLOWER`), and a spread too wide for the precision advisor states: the 95%
+    interval of the mean wider than `MODEL_DISAGREEMENT` of it. The spread counted is what the
+    steps' timed data wait does not explain: a loader-bound job's varying waits are the job's
+    own behaviour, which the mean step it pays includes (timm with 2 workers, 15 measured
+    steps: a spread of 26% of the step, 12% once the data wait is taken out)."""
+    med, mean = measured.median_ns, measured.mean_ns
+    if profiled_median_ns > 0 and med > NOISY_SLOWER * profiled_median_ns:
+        return (f"the unprofiled steps (median {med / 1e6:.2f} ms) ran {med / profiled_median_ns:.1f}x "
+                f"slower than the profiled ones ({profiled_median_ns / 1e6:.2f} ms): a profiler only "
+                "adds time, so this host was busy with other work while they ran")
+    if measured.count < 2 or mean <= 0:
+        return None
+    spread = measured.unexplained_stdev_ns
+    half = PRECISION_Z * spread / measured.count ** 0.5 / mean
+    if half > MODEL_DISAGREEMENT:
+        return (f"the {measured.count} unprofiled steps spread too widely (stdev "
+                f"{spread / 1e6:.2f} ms, data waits aside, on a mean of {mean / 1e6:.2f} ms): their mean "
+                f"is known to +/-{half:.0%}, wider than the {MODEL_DISAGREEMENT:.0%} advisor's "
+                "estimates state; run on a quieter host or measure more steps (--then continue)")
+    return None
 
 
 def disagreement(replayed: float, measured: float, off: float, trace_format: str) -> str:
@@ -103,23 +143,36 @@ def apply_measured(analysis, clock: StepClock) -> None:
     """Attach the measured step and the whole-run account; rebase the estimates on them."""
     measured = measured_step(clock)
     acc = account(clock, measured)
+    if measured is not None and analysis.context is not None and analysis.context.steps:
+        why = noisy_host(measured, analysis.context.median_step_ns)
+        if why is not None:
+            measured = replace(measured, noisy=why)
+            analysis.warnings.append(
+                "host too noisy to measure on: " + why + "; no estimate is built on the "
+                "measured step: estimates stay relative to the trace's own step")
     analysis.measured = measured
     analysis.run = acc
-    k = refit(analysis, measured.median_ns) if measured is not None else None
+    usable = measured is not None and measured.noisy is None
+    # The refit calibrates the profiler's per-event costs: typical step against typical step
+    # (medians), so that a bursty job's slow steps, which a window may not hold, do not bend
+    # them; the estimates are then applied to the mean step the job pays.
+    k = refit(analysis, measured.median_ns) if usable else None
     r = analysis.results
-    if measured is not None:
-        m = measured.median_ns
+    if usable:
+        m = measured.baseline_ns
         r.baseline_step_ns = m  # the report's one step time is the measured one
         r.findings = [replace(f, estimate=_rebase(f.estimate, m)) for f in r.findings]
         r.below_threshold = [replace(f, estimate=_rebase(f.estimate, m)) for f in r.below_threshold]
         if r.combined is not None:
             r.combined = _rebase(r.combined, m)
         replayed = r.replay.unprofiled_median_ns
-        if replayed:
-            off = (replayed - m) / m
+        typical = measured.median_ns
+        if replayed and typical > 0:
+            off = (replayed - typical) / typical
             r.replay = replace(r.replay, measured_vs_replay=off)
             if abs(off) > MODEL_DISAGREEMENT and k is None:  # a refit has said it already
-                analysis.warnings.append(disagreement(replayed, m, off, analysis.graph.info.format))
+                analysis.warnings.append(disagreement(replayed, typical, off,
+                                                      analysis.graph.info.format))
     extra = run_findings(acc)
     if extra:
         r.categories.update(RUN_CATEGORIES)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.capture.marks import Marker, nvtx_backend
-from advisor.capture.settle import SETTLE_MAX_WAIT, settled
+from advisor.capture.settle import SETTLE_MAX_WAIT, prefetched_batches, settle_reason
 from advisor.graph.gemm_shapes import SHAPE_PROBE_RANGE
 
 DISCOVERY_STEPS = 3
@@ -91,6 +91,7 @@ class CaptureState:
     window_first: int | None = None  # index of the first recorded step
     window_pinned: bool = False  # the user set --wait
     settled_at: int | None = None  # step after which the step time was judged settled
+    window_reason: str = ""  # when the window opened and why, for the reports
     run_start_ns: int = 0
     run_end_ns: int | None = None
     stopped_after_window: bool = False  # --then stop ended the job
@@ -214,6 +215,7 @@ class Session:
         plan, st = self.plan, self.state
         if plan.wait is not None:
             st.window_pinned = True
+            st.window_reason = f"at step {plan.wait}, pinned by --wait/--window-at"
             return n == plan.wait - 1, n == plan.wait
         if self._prepared_at is None:
             if plan.at_seconds is not None:  # --window-at TIME: the first boundary after it
@@ -222,14 +224,33 @@ class Session:
                     return False, False
                 self._prepared_at = n
                 st.settled_at = n
+                st.window_reason = (f"at step {n + 1}, the first boundary after "
+                                    f"{plan.at_seconds:g} s (--window-at)")
                 return True, False
-            times = [e - b for _, b, e in st.step_times]
-            if settled(times) or n >= SETTLE_MAX_WAIT:
+            why = self._settled_why(n)
+            if why is not None:
                 self._prepared_at = n
                 st.settled_at = n
+                st.window_reason = why
                 return True, False
             return False, False
         return False, n == self._prepared_at + 1
+
+    def _settled_why(self, n: int) -> str | None:
+        """Why the window may open at step ``n + 1`` (`advisor.capture.settle`), or None."""
+        st = self.state
+        times = [e - b for _, b, e in st.step_times]
+        waits = ([st.activity.get(i, {}).get("data", 0) for i, _, _ in st.step_times]
+                 if st.loader is not None else [])
+        loader = st.loader or {}
+        why = settle_reason(times, waits, prefetched_batches(loader),
+                            int(loader.get("_batches", 0)))
+        if why is not None:
+            return f"at step {n + 1}, once the step time had settled: {why}"
+        if n >= SETTLE_MAX_WAIT:
+            return (f"at step {n + 1} without the step time settling (after {SETTLE_MAX_WAIT} "
+                    "steps the window starts anyway; --window-at pins it)")
+        return None
 
     def _flush_activity(self, key: int) -> None:
         if self._act:
@@ -300,7 +321,7 @@ class Session:
         self.window_open = True
         st.window_first = first
         self.recording = rec.marks_profiler
-        why = "" if plan.wait is not None else ", the step time has settled"
+        why = f", {st.window_reason}" if st.window_reason else ""
         self._status(f"recording steps {first}-{first + plan.steps - 1} ({rec.kind}{why})")
 
     def _stop_window(self) -> None:

@@ -3,9 +3,15 @@
 `advisor profile` reads the host's monotonic clock once at every step boundary (no CUDA
 synchronization, so nothing changes in how the job runs). Over many steps the host cannot run
 ahead of the GPU by more than its queue allows, so the mean interval between boundaries is the
-job's real step time, and the median is its typical step; no model is involved. This is what
-estimates are relative to when it exists: the trace then says where the time goes and the
-what-if replay how much a fix saves, as a fraction applied to this measured step.
+job's real step time, and the median is its typical step; no model is involved. The **mean** is
+what estimates are relative to when it exists (the steady time over the steady steps: what the
+user pays per step): the trace then says where the time goes and the what-if replay how much a
+fix saves, as a fraction applied to this measured step. The median is not: between syncs the
+host runs ahead, so most host-clock intervals are short (nanoGPT GPT-2: median 39.3 ms, its own
+log 46.4 ms per iteration), and a loader that delivers in bursts (three steps of 60 ms, one of
+700 ms) has a median step the job never pays (issue 32). The median and the spread are shown as
+the typical step and its variation; a mean far above the median is named a bursty distribution,
+with its cause where the session timed it (the data wait of the slow steps).
 
 Kept out: steps before the step time settled (warm-up), the recorded window, the step before it
 (the profiler starts up there) and the step after it (the GPU drains the profiled backlog, the
@@ -26,6 +32,17 @@ MIN_MEASURED_STEPS = 3
 FAR_OUT_IQR = 3.0
 """Tukey's far-out fence: a step above Q3 + 3 IQR is not the steady step's own variation."""
 
+BURSTY_RATIO = 1.2
+"""A mean step this many times its median is a bursty distribution: a few long steps carry a
+real share of the run (a loader whose workers catch up every few steps), so the typical step
+and the step the user pays differ, and the report says so."""
+
+SLOW_STEP_RATIO = 1.5
+"""For the cause of burstiness, a step this many times the median is one of the slow ones."""
+
+CAUSE_SHARE = 0.5
+"""The slow steps' excess is put down to the data wait when the wait explains this much of it."""
+
 MODEL_DISAGREEMENT = 0.10
 """When the replay of the trace without the profiler's overhead misses the measured step by more
 than this fraction, the report warns: the calibration does not fit this job."""
@@ -43,15 +60,51 @@ class MeasuredStep:
     count: int
     steps: tuple[int, ...] = ()  # the step indices measured
     outliers: tuple[int, ...] = ()  # steady-phase steps left out as far outliers
+    window: str = ""  # when the recorded window opened and why (`advisor.capture.settle`)
+    burst_cause: str = ""  # what the slow steps of a bursty distribution did, when timed
+    noisy: str | None = None  # why this host is too noisy to build estimates on (baseline.py)
+    # The spread of the steps less their timed data wait: the variation the job's own input
+    # pipeline does not explain (equal to ``stdev_ns`` when no DataLoader was timed).
+    unexplained_stdev_ns: float = 0.0
+
+    @property
+    def baseline_ns(self) -> float:
+        """The step the user pays: the mean of the steady steps (see the module docstring)."""
+        return self.mean_ns
+
+    @property
+    def bursty(self) -> bool:
+        return self.median_ns > 0 and self.mean_ns > BURSTY_RATIO * self.median_ns
 
     def to_dict(self) -> dict[str, Any]:
         ms = lambda ns: round(ns / 1e6, 4)  # noqa: E731
-        return {"median_ms": ms(self.median_ns), "mean_ms": ms(self.mean_ns),
+        return {"baseline_ms": ms(self.baseline_ns), "basis": "mean",
+                "median_ms": ms(self.median_ns), "mean_ms": ms(self.mean_ns),
                 "stdev_ms": ms(self.stdev_ns), "p10_ms": ms(self.p10_ns), "p90_ms": ms(self.p90_ns),
                 "count": self.count, "first_step": min(self.steps) if self.steps else None,
                 "last_step": max(self.steps) if self.steps else None,
                 "outliers": len(self.outliers),
+                "bursty": self.bursty,
+                "mean_over_median": (round(self.mean_ns / self.median_ns, 3)
+                                     if self.median_ns else None),
+                "burst_cause": self.burst_cause or None,
+                "window": self.window or None,
+                "noisy_host": self.noisy,
                 "source": "host clock at step boundaries outside the recorded window"}
+
+    def describe(self) -> list[str]:
+        """The lines every view prints under the step time: typical step, spread, burstiness,
+        when the window opened."""
+        ms = lambda ns: f"{ns / 1e6:.3f} ms"  # noqa: E731
+        out = [f"typical step (median) {ms(self.median_ns)}, p10-p90 {ms(self.p10_ns)}-"
+               f"{ms(self.p90_ns)}, stdev {ms(self.stdev_ns)} over {self.count} unprofiled steps"]
+        if self.bursty:
+            out.append(f"bursty: the mean step is {self.mean_ns / self.median_ns:.2f}x the "
+                       "median (a few long steps carry a real share of the run)"
+                       + (f"; {self.burst_cause}" if self.burst_cause else ""))
+        if self.window:
+            out.append(self.window)
+        return out
 
 
 @dataclass(frozen=True)
@@ -63,6 +116,7 @@ class StepClock:
     settled_at: int | None  # steps before this one are warm-up
     activity: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
     run_end_ns: int | None = None
+    window_reason: str = ""  # why the window opened where it did (`CaptureState.window_reason`)
 
     @classmethod
     def from_state(cls, state: Any) -> StepClock:
@@ -78,7 +132,7 @@ class StepClock:
             settled_at = int(first)  # pinned --wait: the user said where warm-up ends
         act = {int(k): dict(v) for k, v in (get("activity", {}) or {}).items()}
         return cls(times, window, None if settled_at is None else int(settled_at), act,
-                   get("run_end_ns"))
+                   get("run_end_ns"), str(get("window_reason", "") or ""))
 
     def steady_candidates(self) -> list[tuple[int, int]]:
         """(index, ns) of steps after warm-up and away from the window."""
@@ -114,8 +168,9 @@ def measured_step(clock: StepClock) -> MeasuredStep | None:
     kept = [(i, ns) for i, ns in cand if ns <= fence]
     out = tuple(i for i, ns in cand if ns > fence)
     vals = sorted(ns for _, ns in kept)
+    median = float(statistics.median(vals))
     return MeasuredStep(
-        median_ns=float(statistics.median(vals)),
+        median_ns=median,
         mean_ns=statistics.fmean(vals),
         stdev_ns=statistics.stdev(vals) if len(vals) > 1 else 0.0,
         p10_ns=_quantile(vals, 0.10),
@@ -123,4 +178,42 @@ def measured_step(clock: StepClock) -> MeasuredStep | None:
         count=len(vals),
         steps=tuple(i for i, _ in kept),
         outliers=out,
+        unexplained_stdev_ns=_unexplained_stdev(kept, clock.activity),
+        window=_window_note(clock),
+        burst_cause=burst_cause(kept, clock.activity, median),
     )
+
+
+def _unexplained_stdev(kept: Sequence[tuple[int, float]],
+                       activity: Mapping[int, Mapping[str, int]]) -> float:
+    """Standard deviation of the steps less their data wait (see `MeasuredStep`)."""
+    rest = [ns - activity.get(i, {}).get("data", 0) for i, ns in kept]
+    return statistics.stdev(rest) if len(rest) > 1 else 0.0
+
+
+def _window_note(clock: StepClock) -> str:
+    if clock.window is None:
+        return ""
+    first, last = clock.window
+    why = clock.window_reason or ("after --wait" if clock.settled_at == first else "")
+    return f"window: steps {first}-{last}" + (f", opened {why}" if why else "")
+
+
+def burst_cause(kept: Sequence[tuple[int, float]], activity: Mapping[int, Mapping[str, int]],
+                median: float) -> str:
+    """What the slow steps did: their data wait against the others', when the session timed
+    it. Said only when it explains at least `CAUSE_SHARE` of their excess over the median; the
+    trace's own rules say the rest (a step's host work is not timed per step)."""
+    slow = [(i, ns) for i, ns in kept if ns > SLOW_STEP_RATIO * median]
+    if not slow or not activity:
+        return ""
+    fast = [i for i, ns in kept if ns <= SLOW_STEP_RATIO * median]
+    typical = statistics.median([activity.get(i, {}).get("data", 0) for i in fast] or [0])
+    excess = sum(ns - median for _, ns in slow)
+    waits = [activity.get(i, {}).get("data", 0) for i, _ in slow]
+    explained = sum(min(max(0.0, w - typical), ns - median) for w, (_, ns) in zip(waits, slow))
+    if excess <= 0 or explained < CAUSE_SHARE * excess:
+        return ""
+    return (f"data waits: the {len(slow)} slow steps waited {statistics.fmean(waits) / 1e6:.1f} ms "
+            f"on average for their batch against {typical / 1e6:.1f} ms on the others "
+            f"({explained / excess:.0%} of their excess): the input pipeline delivers in bursts")

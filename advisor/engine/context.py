@@ -19,18 +19,22 @@ from advisor.engine.whatif import Replay, Simulation
 from advisor.graph.model import OpGraph, Step
 
 
-def analysed_steps(graph: OpGraph) -> list[Step]:
+def analysed_steps(graph: OpGraph, pid: int | None = None) -> list[Step]:
     """The longest run of consecutive steady-state steps of the busiest step thread.
 
     One process is analysed (rank 0's role in a multi-process trace is played by whichever
-    process has the most steps); the replay needs consecutive steps.
+    process has the most steps, unless ``pid`` names one: the job view assesses each rank's
+    process as `advisor analyze --pid` would); the replay needs consecutive steps.
     """
     steady = graph.steady_steps
     if not steady:
         return []
     per_thread: dict[tuple[int, int], list[Step]] = {}
     for s in graph.steps:
-        per_thread.setdefault((s.pid, s.tid), []).append(s)
+        if pid is None or s.pid == pid:
+            per_thread.setdefault((s.pid, s.tid), []).append(s)
+    if not per_thread:
+        return []
     key = max(per_thread, key=lambda k: sum(1 for s in per_thread[k] if not s.warmup))
     best: list[Step] = []
     run: list[Step] = []
@@ -106,13 +110,20 @@ class RuleContext:
 
     @cached_property
     def baseline_step_ns(self) -> float:
-        """The report's one step time: the analysed steps' median, replayed without the
-        profiler's host overhead (every estimate's ``step_ns``)."""
+        """The report's one step time: the analysed steady steps' mean, replayed without the
+        profiler's host overhead (every estimate's ``step_ns``).
+
+        The mean, not the median: a job pays its total time over its steps, so the mean step is
+        what a fix's saving is worth per step (issue 32: on a bursty loader, three quick steps
+        and one slow one, the median described a step the user never pays). Outliers cannot
+        move it much here: the analysed steps are the steady ones, warm-up excluded. Estimates
+        keep their own basis for the saving (a ratio) and are applied to this step, as
+        `advisor profile` applies them to its measured mean step."""
         if not self.steps:
             return 0.0
         if not self.graph.has_gpu_work:
-            return self.median_step_ns
-        return self.baseline.median_ns
+            return self.step_ns
+        return self.baseline.mean_ns
 
     def estimate(self, speedup: float, low: float, high: float, model: str,
                  assumptions: Sequence[str], basis: str) -> Estimate:

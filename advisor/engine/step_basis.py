@@ -1,8 +1,10 @@
 """Which steps a report rests on, how they were found, and whether they can carry an estimate.
 
-A speedup estimate replays the analysed steps and takes their median. That number means
+A speedup estimate replays the analysed steps and takes their median (the saving, as a ratio),
+applied to their mean (the step the job pays, `RuleContext.baseline_step_ns`). Those numbers mean
 something only when the steps are iterations of a steady training loop, and the criteria below
-follow from what a median of iterations needs, not from any particular trace:
+follow from what a median of iterations needs, not from any particular trace. `advisor gate`
+and the job view apply the same criteria to the same trace (issue 32):
 
 * **Count.** A median of at least `MIN_STEPS_FOR_ESTIMATE` (3) steps is the smallest that one
   disturbed step (a profiler flush, a garbage collection, a late batch) cannot move.

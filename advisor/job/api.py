@@ -81,9 +81,12 @@ def analyze_job(
             by_file.setdefault(r.path, []).append(r)
         if by_file:
             results = cluster.findings(list(by_file), rank_settings, load_options)
-            for path, findings in zip(by_file, results):
+            for path, found in zip(by_file, results):
                 # one file holding several ranks: its rules analyse one process (the busiest)
-                by_file[path][0].findings = findings
+                by_file[path][0].findings = found["findings"]
+                analysed = next((r for r in by_file[path] if r.pid == found["pid"]),
+                                by_file[path][0])
+                analysed.report_step_ns = found["step_ns"]
     job.rank_findings = merge_rank_findings([r for rs in by_file.values() for r in rs[:1]])
     if rank_rules != "none":
         ran = sorted(r.rank for rs in by_file.values() for r in rs[:1])
@@ -93,5 +96,15 @@ def analyze_job(
     note = skipped_note(skipped)
     if note:
         job.notes.insert(0, note)
-    job.findings = run_job_rules(job, rules=job_rules)
+    job.findings = withhold(run_job_rules(job, rules=job_rules), job)
     return job
+
+
+def withhold(findings: list, job: Job) -> list:
+    """The job's estimates withheld where a rank's steps cannot carry one: the same criteria
+    as `advisor analyze` applies to each trace alone (`RankSummary.withheld`), so a trace has
+    the same eligibility alone and in its job (issue 32)."""
+    reason = job.withheld
+    if reason is None:
+        return findings
+    return [replace(f, estimate=replace(f.estimate, withheld=reason, low=1.0)) for f in findings]

@@ -58,9 +58,10 @@ def summarize_files(batch: Sequence[tuple[str, int]],
         return TaskError(e)
 
 
-def rank_findings(path: str, settings: RuleSettings | None,
-                  options: LoadOptions) -> list[dict] | TaskError:
-    """Dask task: the per-rank rules over one trace file, as plain findings."""
+def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions) -> dict | TaskError:
+    """Dask task: the per-rank rules over one trace file, as plain findings, with the step the
+    trace's own report gives (``step_ns``: the job view shows the same one as `advisor
+    analyze`)."""
     from advisor.analysis import analyze_graph
     from advisor.ingest.base import load_trace
     from advisor.job.summary import finding_record
@@ -69,7 +70,9 @@ def rank_findings(path: str, settings: RuleSettings | None,
         analysis = analyze_graph(load_trace(path, options), settings=settings)
     except AdvisorError as e:
         return TaskError(e)
-    return [finding_record(f) for f in analysis.results.findings]
+    return {"findings": [finding_record(f) for f in analysis.results.findings],
+            "step_ns": analysis.results.baseline_step_ns,
+            "pid": analysis.results.basis.pid if analysis.results.basis else None}
 
 
 LOCAL_CONFIG = {} if os.environ.get("ADVISOR_DASK_DIAGNOSTICS") else {
@@ -160,7 +163,7 @@ class JobCluster:
         return max(1, len(self.client.scheduler_info(n_workers=-1).get("workers", {})))
 
     def findings(self, paths: Sequence[str], settings: RuleSettings | None,
-                 options: LoadOptions | None = None) -> list[list[dict]]:
+                 options: LoadOptions | None = None) -> list[dict]:
         return self.map(rank_findings, list(paths), settings=settings,
                         options=options or LoadOptions())
 

@@ -93,6 +93,21 @@ class Job:
     def step_ns(self) -> float:
         return statistics.median(s.time_ns for s in self.steps) if self.steps else 0.0
 
+    @property
+    def withheld(self) -> str | None:
+        """Why the job's estimates are withheld: the first rank whose steps cannot carry one."""
+        for r in sorted(self.ranks, key=lambda r: r.rank):
+            if r.withheld:
+                return f"rank {r.rank}: {r.withheld}"
+        return None
+
+    @property
+    def report_step_ns(self) -> float | None:
+        """The slowest rank's own report step (`advisor analyze` of its trace alone gives the
+        same), where the per-rank rules ran; the job goes at that rank's pace."""
+        steps = [r.report_step_ns for r in self.ranks if r.report_step_ns]
+        return max(steps) if steps else None
+
     def median_by_rank(self, attr: str) -> dict[int, float]:
         out = {}
         for r in self.rank_ids:

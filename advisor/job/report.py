@@ -40,6 +40,7 @@ def _finding(f: JobFinding) -> dict[str, Any]:
         "evidence": {"steps": list(f.evidence.steps),
                      "quantities": {k: float(v) for k, v in f.evidence.quantities.items()}},
         "fix": {"title": f.fix.title, "snippet": f.fix.snippet, "kind": f.fix.kind},
+        "estimate_withheld": e.withheld,
     }
 
 
@@ -74,10 +75,16 @@ def to_dict(job: Job) -> dict[str, Any]:
             "median_exposed_comm_ms": _ms(med["rank_exposed_ns"].get(r.rank)),
             "median_waiting_ms": _ms(med["rank_waiting_ns"].get(r.rank)),
             "pace_share": round(job.pace.get(r.rank, 0.0), 4),
+            # the step `advisor analyze` reports for this rank's trace alone (where the
+            # per-rank rules ran), and why its steps cannot carry an estimate (None: they can)
+            "step_ms": _ms(r.report_step_ns), "estimate_withheld": r.withheld,
         } for r in job.ranks],
         "job": {
             "ranks": len(job.ranks), "steps": [st.index for st in job.steps],
             "median_step_ms": _ms(job.step_ns),
+            # the slowest rank's own report step (each rank's trace alone gives the same)
+            "step_ms": _ms(job.report_step_ns),
+            "estimate_withheld": job.withheld,
             "communication_share_of_kernel_time": round(share, 4),
             "communication_overlapped_share": round(overlap, 4),
             "pace_by_collective": {k: round(v, 4) for k, v in job.pace_collectives.items()},
@@ -143,6 +150,11 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
                   f"(slowest rank) median [bold]{j['median_step_ms']:.3f} ms[/]; communication "
                   f"{j['communication_share_of_kernel_time']:.0%} of kernel time, "
                   f"{j['communication_overlapped_share']:.1%} of it overlapped with compute")
+    if j["step_ms"] is not None:
+        console.print(f"Step time: [bold]{j['step_ms']:.3f} ms[/] (the slowest rank's own report "
+                      "step: `advisor analyze` of its trace alone gives the same)")
+    if j["estimate_withheld"]:
+        console.print(f"[yellow]No speedup estimates: {markup(j['estimate_withheld'])}.[/]")
     sources = sorted({r["rank_source"] for r in d["ranks"]})
     console.print(f"[dim]ranks from: {markup(', '.join(sources))}[/]")
     for note in j["notes"]:
@@ -185,9 +197,10 @@ def render_console(job: Job, console, show_fixes: bool = False) -> None:
     if d["findings"]:
         console.print("[bold]Job findings[/] (estimated speedup of the job's step, best first)")
         for f in d["findings"]:
-            console.print(f"  [bold]{f['rule']}[/] [green]{f['estimated_speedup']:.2f}x[/] "
-                          f"({f['speedup_low']:.2f}-{f['speedup_high']:.2f}), "
-                          f"ranks {rank_ranges(f['ranks'])}")
+            est = ("no estimate" if f["estimate_withheld"] else
+                   f"[green]{f['estimated_speedup']:.2f}x[/] "
+                   f"({f['speedup_low']:.2f}-{f['speedup_high']:.2f})")
+            console.print(f"  [bold]{f['rule']}[/] {est}, ranks {rank_ranges(f['ranks'])}")
             console.print(f"    {markup(f['message'])}", soft_wrap=True)
             console.print(f"    fix: {markup(f['fix']['title'])}", soft_wrap=True)
             if show_fixes:

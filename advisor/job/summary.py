@@ -98,6 +98,12 @@ class RankSummary:
     step_source: str = ""
     trace_format: str = ""  # "nsys-sqlite" or "kineto-json": the job gate compares like with like
     workload: RankWorkload = field(default_factory=RankWorkload)  # what the job gate matches
+    # Why this rank's steps cannot carry an estimate (`advisor.engine.step_basis`: the same
+    # criteria `advisor analyze` applies to the trace alone); None when they can.
+    withheld: str | None = None
+    # The step `advisor analyze` reports for this trace alone (the analysed steps' mean without
+    # the profiler's host overhead), where the per-rank rules ran on it; None elsewhere.
+    report_step_ns: float | None = None
 
 
 _FILE_RANK = re.compile(r"(?:rank|worker|proc|gpu)[-_.]?(\d+)", re.I)
@@ -144,8 +150,21 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
             world_size=graph.info.world_size, order=order, steps=summaries,
             notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
             ranks_in_file=len(pids), step_source=graph.step_source.value,
-            trace_format=graph.info.format, workload=rank_workload(own or [], ops)))
+            trace_format=graph.info.format, workload=rank_workload(own or [], ops),
+            withheld=_withheld(graph, pid if len(pids) > 1 else None)))
     return out
+
+
+def _withheld(graph: OpGraph, pid: int | None) -> str | None:
+    """Why `advisor analyze` (with ``--pid`` for one process of several) withholds estimates on
+    this rank's steps, so a rank's eligibility is the same in the job as alone (issue 32)."""
+    from advisor.engine.context import analysed_steps
+    from advisor.engine.step_basis import assess
+
+    # a process without steps of its own is summarised on another's step windows (one clock):
+    # its eligibility is theirs
+    steps = analysed_steps(graph, pid) or analysed_steps(graph)
+    return assess(graph, steps).withheld if steps else None
 
 
 def _comm_waits(graph: OpGraph) -> dict[int, list[tuple[int, int]]]:

@@ -51,7 +51,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         busy = st.busy_median_ns / median if median else 0.0
         console.print(
             f"Steps: {total_steps} found, {st.warmup} warm-up, {st.analysed} analysed. "
-            f"Step time: [bold]{_ms(base)}[/] (median, the baseline of every estimate below); "
+            f"Step time: [bold]{_ms(base)}[/] (mean, the baseline of every estimate below); "
             f"GPU busy {busy:.0%}"
         )
         if basis is not None and basis.withheld:
@@ -59,10 +59,12 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         m = st.measured
         if m is not None:
             console.print(
-                f"Unprofiled steps (host clock, {m.count} steps outside the window): median "
-                f"[bold]{_ms(m.median_ns)}[/], mean {_ms(m.mean_ns)}, p10-p90 "
-                f"{_ms(m.p10_ns)}-{_ms(m.p90_ns)}; profiled median {_ms(median)}. "
-                "Estimates are relative to the measured step.")
+                f"Unprofiled steps (host clock, {m.count} steps outside the window): mean "
+                f"[bold]{_ms(m.mean_ns)}[/]; profiled median {_ms(median)}. "
+                + ("[yellow]Not used: the host was too noisy to measure on.[/]" if m.noisy else
+                   "Estimates are relative to this measured mean step."))
+            for line in m.describe():
+                console.print(f"  {markup(line)}")
         overhead = rep.replay.profiler_overhead_ns or 0.0
         if m is None and overhead > 0.05 * base:
             err = (rep.replay.calibration or {}).get("expected_error")

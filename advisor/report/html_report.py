@@ -26,6 +26,7 @@ from advisor.report import palette, source_view
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
 from advisor.report.model import Report, as_report
 from advisor.report.step_chart import step_chart
+from advisor.report.units import share
 from advisor.safe_text import visible
 
 TEMPLATES = "advisor.report.templates"
@@ -82,7 +83,7 @@ def _context(rep: Report) -> dict[str, Any]:
         "trace_name": view.trace_name(trace["path"]),
         "gpu_label": view.gpu_label(trace["gpus"]),
         "software": view.software_items(trace),
-        "busy_share": (busy / median_ms) if busy is not None and median_ms else None,
+        "busy_share": share(busy, median_ms),
         "combined": rep.combined,
         "findings": [view.finding_view(f, baseline_ms, list(rf.timeline_ids))
                      for f, rf in zip(report["findings"], rep.findings, strict=True)],

@@ -14,7 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from advisor.report import palette
-from advisor.report.units import fmt_bytes, fmt_ms, fmt_ns
+from advisor.report.units import fmt_bytes, fmt_ms, fmt_ns, share
 
 # ----- number formatting -------------------------------------------------------------------
 
@@ -62,7 +62,7 @@ def _with_unit(unit: str, label: str, value: float) -> tuple[str, str]:
     if unit == "GB/s":
         return f"{label} bandwidth", f"{value:.3g} GB/s"
     if unit == "share":
-        return f"{label} share", fmt_pct(value, 1)
+        return f"{label} share", fmt_pct(share(value, 1.0), 1)
     return label, f"{value:.3g}"
 
 
@@ -105,7 +105,7 @@ def shares(items: dict[str, float | None], total: float | None,
            cls_of: Callable[[str], str]) -> list[Share]:
     """Rows for a bar table; shares are of ``total``, or of the items' sum without one."""
     ref = total if total else sum(v or 0.0 for v in items.values()) or 1.0
-    return [Share(k, v or 0.0, (v or 0.0) / ref, cls_of(k)) for k, v in items.items() if v]
+    return [Share(k, v or 0.0, share(v or 0.0, ref) or 0.0, cls_of(k)) for k, v in items.items() if v]
 
 
 # ----- headline ----------------------------------------------------------------------------

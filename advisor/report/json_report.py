@@ -27,8 +27,9 @@ from advisor.report.units import to_ms as _ms
 from advisor.safe_text import json_text
 
 SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
-# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by; and the optional
-# ``tried`` (written only by `advisor profile --try`, so every other result stays byte-identical)
+# 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by; steps.measured:
+# baseline_ms (the mean), bursty, burst_cause, window, noisy_host (optional, additive); and the
+# optional ``tried`` (written only by `advisor profile --try`)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 

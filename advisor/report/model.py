@@ -42,8 +42,11 @@ class MeasuredSteps(Protocol):
     p10_ns: float
     p90_ns: float
     count: int
+    noisy: str | None  # why no estimate is built on them (a noisy host); None: they carry them
 
     def to_dict(self) -> dict[str, Any]: ...
+
+    def describe(self) -> list[str]: ...
 
 
 class RunAccount(Protocol):

@@ -26,6 +26,7 @@ from advisor.graph.source_lines import (
     SourceAttribution,
     has_stacks,
 )
+from advisor.report.units import share as share_of_step
 from advisor.safe_text import markup, plain
 
 NO_STACKS = ("no Python stacks in this trace, so no source lines: record with `advisor profile` "
@@ -160,7 +161,7 @@ def to_json(sec: SourceSection) -> dict[str, Any]:
             row = loc.line(lc)
             row["ms_per_step"] = _ms(lc.ns_per_step)
             if share_of:
-                row["share"] = round(lc.ns_per_step / share_of, 4)
+                row["share"] = round(share_of_step(lc.ns_per_step, share_of) or 0.0, 4)
             if lc.count:
                 row["evidence_events"] = lc.count
             out.append(row)
@@ -290,7 +291,7 @@ def html_context(sec: SourceSection) -> dict[str, Any]:
 
     def row(lc: LineCost, total: float | None = None) -> dict[str, Any]:
         return {"label": loc.label(lc), "ms": lc.ns_per_step / 1e6,
-                "share": lc.ns_per_step / total if total else None, "count": lc.count,
+                "share": share_of_step(lc.ns_per_step, total), "count": lc.count,
                 "excerpt": loc.excerpt(lc)}
 
     findings = {}

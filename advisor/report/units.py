@@ -50,3 +50,14 @@ def fmt_bytes(n: float) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{n:.0f} B"
+
+
+def share(part: float | None, whole: float | None) -> float | None:
+    """``part`` as a share of ``whole``, within [0, 1]: a part of a step cannot exceed it.
+
+    A larger ratio means the two were measured on different bases (a profiled idle time over
+    a measured unprofiled step, issue 32: "GPU idle 246.9%"); capping keeps the bar and the
+    figure readable, and `tests/report` checks no report shows one above 100%."""
+    if part is None or not whole or whole <= 0:
+        return None
+    return min(1.0, max(0.0, part / whole))

@@ -41,10 +41,12 @@ def test_a_replay_that_misses_the_measured_step_is_fitted_to_it():
     cal = analysis.results.replay.calibration
     assert "scaled x" in cal["measured"] and "measured without the profiler" in cal["measured"]
     assert any("to fit the measured step" in w for w in analysis.warnings)
-    # every estimate rests on the fitted replay and on the measured step
+    # every estimate rests on the fitted replay and on the measured step: its mean, the step
+    # the job pays (the fit itself is typical step against typical step)
+    assert analysis.results.baseline_step_ns == pytest.approx(analysis.measured.mean_ns)
     for f in analysis.results.findings:
         if f.estimate.relative_to == "step":
-            assert f.estimate.step_ns == pytest.approx(measured)
+            assert f.estimate.step_ns == pytest.approx(analysis.measured.mean_ns)
 
 
 def test_a_step_no_profiler_cost_explains_keeps_the_calibrated_analysis():

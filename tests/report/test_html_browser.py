@@ -87,7 +87,7 @@ def test_renders_with_no_console_error_and_no_network(loaded: Loaded) -> None:
 def test_headline_numbers_are_shown(loaded: Loaded) -> None:
     r, c = loaded.analysis.results, loaded.analysis.results.combined
     page = loaded.page
-    # The one baseline step: the median replayed without the profiler's host overhead.
+    # The one baseline step: the mean replayed without the profiler's host overhead.
     assert page.locator("#kpi-step .tile-value").inner_text() == fmt_ms(r.baseline_step_ns / 1e6)
     assert page.locator("#kpi-speedup .tile-value").inner_text() == fmt_x(c.speedup)
     assert page.locator("#kpi-predicted .tile-value").inner_text() == fmt_ms(c.predicted_step_ns / 1e6)

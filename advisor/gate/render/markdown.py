@@ -52,11 +52,12 @@ def render_markdown(result: GateResult) -> str:
     t, b, c = result.timing, result.baseline, result.candidate
     b_name, c_name = run_names(b.path, c.path)
     out = [f"## {ICON[result.status]} advisor gate: {TITLE[result.status]}", "",
-           "| run | file | capture | steady steps | median step |", "|---|---|---|---:|---:|",
+           "| run | file | capture | steady steps | step | median step as traced |",
+           "|---|---|---|---:|---:|---:|",
            f"| baseline | {cell(b_name)} | {cell(b.trace_format)} | {len(b.step_times_ms)} | "
-           f"{b.median_ms:.3f} ms |",
+           f"{b.step_ms:.3f} ms | {b.median_ms:.3f} ms |",
            f"| candidate | {cell(c_name)} | {cell(c.trace_format)} | {len(c.step_times_ms)} | "
-           f"{c.median_ms:.3f} ms |", "",
+           f"{c.step_ms:.3f} ms | {c.median_ms:.3f} ms |", "",
            f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
            f"Mann-Whitney p={t.p_value:.2g}, threshold {result.policy.threshold:.0%}): "
            f"**{t.verdict}**", ""]
