@@ -9,6 +9,7 @@ from functools import cached_property
 from string import Template
 
 from advisor.engine.effects import Effect
+from advisor.engine.floors import Floor, StepFloors, measure
 from advisor.engine.framework import FrameworkInfo, detect
 from advisor.engine.host import HostFacts
 from advisor.engine.profiler_cost import Calibration
@@ -114,8 +115,10 @@ class RuleContext:
         return self.baseline.median_ns
 
     def estimate(self, speedup: float, low: float, high: float, model: str,
-                 assumptions: Sequence[str], basis: str) -> Estimate:
-        """An estimate on the report's baseline step, withheld where the steps cannot carry one."""
+                 assumptions: Sequence[str], basis: str, floor: Floor | None = None,
+                 floor_binds: bool = False) -> Estimate:
+        """An estimate on the report's baseline step, withheld where the steps cannot carry one;
+        ``floor``: the floor that binds the step after the fix (`bound_by`)."""
         base = self.baseline_step_ns
         withheld = self.basis.withheld
         return Estimate(
@@ -128,6 +131,8 @@ class RuleContext:
             assumptions=tuple(assumptions),
             basis=basis,
             withheld=withheld,
+            floor=floor,
+            floor_binds=floor_binds,
         )
 
     @cached_property
@@ -140,9 +145,21 @@ class RuleContext:
         return float(statistics.median(s.time_ns for s in self.steps)) if self.steps else 0.0
 
     def replay(self, effects: Sequence[Effect]) -> Replay:
+        return self._what_if(effects)[0]
+
+    def floors(self, effects: Sequence[Effect] = ()) -> StepFloors:
+        """The step's floors once ``effects`` are applied (`advisor.engine.floors`)."""
+        return self._what_if(effects)[1]
+
+    @cached_property
+    def _baseline_floors(self) -> StepFloors:
+        return measure(self._template) if self._template is not None else StepFloors(())
+
+    def _what_if(self, effects: Sequence[Effect]) -> tuple[Replay, StepFloors]:
+        """The replay of the steps with ``effects`` applied, and the floors they leave."""
         ordered = tuple(sorted(effects, key=lambda e: e.order))
         if not ordered:
-            return self.baseline  # no effects: the template as it is, replayed once
+            return self.baseline, self._baseline_floors  # the template as it is, replayed once
         cache = self.__dict__.setdefault("_replays", {})
         try:
             return cache[ordered]  # effects are values: the same fixes replay the same
@@ -155,20 +172,47 @@ class RuleContext:
             e.apply(sim)
         # Effects that changed nothing (a fix with no calls or ops to act on in these steps)
         # leave the template as it was: its replay is the baseline's.
-        cache[ordered] = replay = sim.run() if sim.changed() else self.baseline
-        return replay
+        if sim.changed():
+            found = sim.run(), measure(sim, ordered)
+        else:
+            found = self.baseline, measure(sim, ordered)
+        cache[ordered] = found
+        return found
 
     def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:
         """The step before and after the effects, both replayed without the profiler's host
         overhead, so they describe the job as it runs unprofiled.
 
-        ``basis`` "median" is robust to the odd slow step a profiler causes; "mean" counts
-        jitter, for fixes that remove it.
+        The after step is the settled replay's mean step (the loop's cycle time, which only
+        shortens as work is taken away: a median of replayed steps can lengthen when kernels
+        get shorter, issue #35), held at or above the step's floors (`advisor.engine.floors`).
+        ``basis`` "median" applies its saving to the median step, robust to the odd slow step
+        a profiler causes; "mean" counts jitter, for fixes that remove it.
         """
-        after = self.replay(effects)
+        after, floors = self._what_if(effects)
+        base = self.baseline
+        new_mean = max(after.mean_ns, floors.ns) if after is not base else base.mean_ns
         if basis == "mean":
-            return self.baseline.mean_ns, after.mean_ns
-        return self.baseline.median_ns, after.median_ns
+            return base.mean_ns, new_mean
+        if not base.mean_ns:
+            return base.median_ns, base.median_ns
+        return base.median_ns, base.median_ns * new_mean / base.mean_ns
+
+    def floor_step_ns(self, floor: Floor | None, basis: str = "median") -> float:
+        """``floor`` as a step of ``basis``'s statistic (`before_after` scales the median step
+        by the change of the mean); 0 without a floor."""
+        base = self.baseline
+        if floor is None or not base.mean_ns:
+            return 0.0
+        return floor.ns if basis == "mean" else base.median_ns * floor.ns / base.mean_ns
+
+    def bound_by(self, effects: Sequence[Effect]) -> tuple[Floor | None, bool]:
+        """The floor that binds the step after ``effects`` (the highest), and whether it holds
+        the estimate up (the replay alone would have gone below it)."""
+        after, floors = self._what_if(effects)
+        binding = floors.binding
+        return binding, binding is not None and after is not self.baseline \
+            and after.mean_ns < binding.ns
 
     def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
         base, new = self.before_after(effects, basis)
@@ -228,7 +272,8 @@ class RuleContext:
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
-        estimate = self.estimate(speedup, low, high, model, assumptions, basis)
+        floor, binds = self.bound_by(effects)
+        estimate = self.estimate(speedup, low, high, model, assumptions, basis, floor, binds)
         return Finding(
             rule=rule.name,
             code=rule.code,

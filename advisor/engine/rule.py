@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
+from advisor.engine.floors import Floor
+
 if TYPE_CHECKING:
     from advisor.engine.context import RuleContext
     from advisor.graph.model import OpGraph
@@ -123,6 +125,16 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class PathStep:
+    """One fix of a combination, applied after the ones before it: the step it leaves."""
+
+    rule: str
+    predicted_step_ns: float
+    after: str | None = None  # the finding it depends on (conditional findings)
+    floor: Floor | None = None
+
+
+@dataclass(frozen=True)
 class Estimate:
     """The step after the fix, from the what-if model.
 
@@ -151,6 +163,13 @@ class Estimate:
     # "step": the steady step (the fix changes every step); "run": the whole run's wall time per
     # step (the fix removes time spent outside steady steps: worker restarts, checkpoints)
     relative_to: str = "step"
+    # The highest of the step's floors after the fix (`advisor.engine.floors`), and whether it
+    # holds the estimate up (the replay alone went below it).
+    floor: Floor | None = None
+    floor_binds: bool = False
+    # The combined estimate only: the fixes in the order they combine, each with the step
+    # after it and the ones before (`advisor.engine.combine`).
+    path: tuple[PathStep, ...] = ()
 
     @property
     def saved_ns_per_step(self) -> float:
