@@ -60,7 +60,7 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
         effects = _effects(ordered[:k + 1], "effects")
         step_ns, now = ctx.before_after(effects, basis)
         after = min(after, now) if path else min(step_ns, now)
-        floor, _ = ctx.bound_by(effects)
+        floor, _ = ctx.bound_by(effects, basis)
         path.append(PathStep(f.rule, after, f.conditional_on, floor))
     _, after_low = ctx.before_after(_effects(ordered, "low_effects"), basis)
     _, after_high = ctx.before_after(_effects(ordered, "high_effects"), basis)
@@ -71,8 +71,8 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
     after_low = min(after_low, step_ns / max(f.estimate.low for f in alone))
     after_high = min(after_high, after_low, after)
     effects = _effects(ordered, "effects")
-    floor, binds = ctx.bound_by(effects)
-    held = ctx.floor_step_ns(floor, basis)  # no combination goes below the floor
+    floor, binds = ctx.bound_by(effects, basis)
+    held = floor.ns if floor is not None else 0.0  # no combination goes below the floor
     after, after_high = max(after, held), max(after_high, held)
     after_low = max(after_low, after)
 

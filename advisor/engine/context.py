@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from string import Template
 
@@ -206,13 +206,16 @@ class RuleContext:
             return 0.0
         return floor.ns if basis == "mean" else base.median_ns * floor.ns / base.mean_ns
 
-    def bound_by(self, effects: Sequence[Effect]) -> tuple[Floor | None, bool]:
-        """The floor that binds the step after ``effects`` (the highest), and whether it holds
-        the estimate up (the replay alone would have gone below it)."""
+    def bound_by(self, effects: Sequence[Effect], basis: str = "median") -> tuple[Floor | None, bool]:
+        """The floor that binds the step after ``effects`` (the highest), as a step of
+        ``basis``'s statistic (`floor_step_ns`), and whether it holds the estimate up (the
+        replay alone would have gone below it)."""
         after, floors = self._what_if(effects)
         binding = floors.binding
-        return binding, binding is not None and after is not self.baseline \
-            and after.mean_ns < binding.ns
+        if binding is None:
+            return None, False
+        binds = after is not self.baseline and after.mean_ns < binding.ns
+        return replace(binding, ns=self.floor_step_ns(binding, basis)), binds
 
     def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
         base, new = self.before_after(effects, basis)
@@ -272,7 +275,7 @@ class RuleContext:
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
-        floor, binds = self.bound_by(effects)
+        floor, binds = self.bound_by(effects, basis)
         estimate = self.estimate(speedup, low, high, model, assumptions, basis, floor, binds)
         return Finding(
             rule=rule.name,

@@ -123,10 +123,27 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             c = rep.combined
             console.print(f"All step fixes together: [bold green]{c.speedup:.2f}x[/] per step "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
+            for line in combination_lines(c):
+                console.print(Padding(Text(plain(line, 10_000), style="dim"), (0, 0, 0, 2),
+                                      expand=False))
     elif st.analysed:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     for reason, rules in rep.skipped_by_reason():
         console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
+
+
+def combination_lines(c) -> list[str]:
+    """How the fixes combine (each after the ones before it, a conditional one right after
+    the fix it depends on) and the floor that binds the step they leave."""
+    out = []
+    if len(c.path) > 1:
+        out.append("path: " + ", then ".join(
+            f"{p.rule}{f' (after {p.after})' if p.after else ''} {_ms(p.predicted_step_ns)}"
+            for p in c.path))
+    if c.floor is not None:
+        held = "; it holds the estimate up" if c.floor_binds else ""
+        out.append(f"floor: {c.floor.what}, {_ms(c.floor.ns)} per step{held}")
+    return out
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
@@ -138,6 +155,10 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
                          (f.confidence.value, "dim"))
     console.print(head)
     console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
+    if e.floor is not None and e.floor_binds:
+        console.print(Padding(Text(plain(f"held at the step's floor: {e.floor.what}, "
+                                         f"{_ms(e.floor.ns)} per step", 10_000), style="yellow"),
+                              (0, 0, 0, 3), expand=False))
     if f.conditional_on:
         console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): this "
                                          "is the estimate for that step", 10_000), style="yellow"),
