@@ -46,6 +46,12 @@ def _effects(findings: Sequence[Finding], attr: str) -> list:
     return merge([e for f in findings for e in getattr(f, attr)])
 
 
+def _share(ctx: RuleContext, effects: list, basis: str) -> float:
+    """The step after ``effects`` as a share of the step before, on ``basis``."""
+    before, after = ctx.before_after(effects, basis)
+    return after / before if before > 0 else 1.0
+
+
 def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate:
     """All findings' fixes applied together along their path (`order`), the floor that binds
     the last step, and the path itself (`Estimate.path`).
@@ -54,35 +60,37 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
     effects together), not the central estimate scaled."""
     basis = "mean" if any(f.estimate.basis == "mean" for f in findings) else "median"
     ordered = order(findings) or list(findings)
+    # Worked in shares of the step (the replay's on ``basis``), shown on the report's step.
+    report_step = ctx.baseline_step_ns
     path: list[PathStep] = []
-    step_ns = after = ctx.baseline_step_ns
+    share = 1.0
     for k, f in enumerate(ordered):
         effects = _effects(ordered[:k + 1], "effects")
-        step_ns, now = ctx.before_after(effects, basis)
-        after = min(after, now) if path else min(step_ns, now)
-        floor, _ = ctx.bound_by(effects, basis)
-        path.append(PathStep(f.rule, after, f.conditional_on, floor))
-    _, after_low = ctx.before_after(_effects(ordered, "low_effects"), basis)
-    _, after_high = ctx.before_after(_effects(ordered, "high_effects"), basis)
+        share = min(share, _share(ctx, effects, basis))
+        floor, _ = ctx.bound_by(effects)
+        path.append(PathStep(f.rule, report_step * share, f.conditional_on, floor))
+    share_low = _share(ctx, _effects(ordered, "low_effects"), basis)
+    share_high = _share(ctx, _effects(ordered, "high_effects"), basis)
     # All together are never slower than the best independent fix alone.
     alone = [f for f in ordered if f.conditional_on is None] or ordered
-    best = max(f.estimate.speedup for f in alone)
-    after = min(after, step_ns / best)
-    after_low = min(after_low, step_ns / max(f.estimate.low for f in alone))
-    after_high = min(after_high, after_low, after)
+    share = min(share, 1 / max(f.estimate.speedup for f in alone))
+    share_low = min(share_low, 1 / max(f.estimate.low for f in alone))
+    share_high = min(share_high, share_low, share)
     effects = _effects(ordered, "effects")
-    floor, binds = ctx.bound_by(effects, basis)
-    held = floor.ns if floor is not None else 0.0  # no combination goes below the floor
-    after, after_high = max(after, held), max(after_high, held)
-    after_low = max(after_low, after)
+    floor, binds = ctx.bound_by(effects)
+    held = floor.ns / report_step if floor is not None and report_step else 0.0
+    share, share_high = max(share, held), max(share_high, held)  # never below the floor
+    share_low = max(share_low, share)
+    if path:
+        path[-1] = replace(path[-1], predicted_step_ns=report_step * share)
 
     def ratio(new: float) -> float:
-        return step_ns / new if new > 0 else 1.0
+        return 1 / new if new > 0 else 1.0
 
     estimate = ctx.estimate(
-        ratio(after),
-        low=max(1.0, ratio(after_low)),
-        high=ratio(after_high),
+        ratio(share),
+        low=max(1.0, ratio(share_low)),
+        high=ratio(share_high),
         model="the findings' fixes applied together (each change once) in one replay of the "
               "analysed steps, conditional ones only after the fix they depend on, held at the "
               "step's floors; bounds replayed from every finding's pessimistic/optimistic effects",

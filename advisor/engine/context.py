@@ -198,24 +198,25 @@ class RuleContext:
             return base.median_ns, base.median_ns
         return base.median_ns, base.median_ns * new_mean / base.mean_ns
 
-    def floor_step_ns(self, floor: Floor | None, basis: str = "median") -> float:
-        """``floor`` as a step of ``basis``'s statistic (`before_after` scales the median step
-        by the change of the mean); 0 without a floor."""
+    def floor_step_ns(self, floor: Floor | None) -> float:
+        """``floor`` on the report's step: every estimate's step is the median one, and a
+        fix's saving is applied to it as the change of the replay's mean step
+        (`before_after`), so the mean-step floor is scaled the same way; 0 without one."""
         base = self.baseline
         if floor is None or not base.mean_ns:
             return 0.0
-        return floor.ns if basis == "mean" else base.median_ns * floor.ns / base.mean_ns
+        return self.baseline_step_ns * floor.ns / base.mean_ns
 
-    def bound_by(self, effects: Sequence[Effect], basis: str = "median") -> tuple[Floor | None, bool]:
-        """The floor that binds the step after ``effects`` (the highest), as a step of
-        ``basis``'s statistic (`floor_step_ns`), and whether it holds the estimate up (the
-        replay alone would have gone below it)."""
+    def bound_by(self, effects: Sequence[Effect]) -> tuple[Floor | None, bool]:
+        """The floor that binds the step after ``effects`` (the highest), on the report's step
+        (`floor_step_ns`), and whether it holds the estimate up (the replay alone would have
+        gone below it)."""
         after, floors = self._what_if(effects)
         binding = floors.binding
         if binding is None:
             return None, False
         binds = after is not self.baseline and after.mean_ns < binding.ns
-        return replace(binding, ns=self.floor_step_ns(binding, basis)), binds
+        return replace(binding, ns=self.floor_step_ns(binding)), binds
 
     def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
         base, new = self.before_after(effects, basis)
@@ -275,7 +276,7 @@ class RuleContext:
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
-        floor, binds = self.bound_by(effects, basis)
+        floor, binds = self.bound_by(effects)
         estimate = self.estimate(speedup, low, high, model, assumptions, basis, floor, binds)
         return Finding(
             rule=rule.name,

@@ -795,10 +795,20 @@ class Simulation:
     def run_as_recorded(self) -> Replay:
         """One pass from the queues the trace shows when the window opens: the observed
         timeline itself (unmodified, it reproduces the trace), transient and all."""
+        return Replay(self.passes(1, as_recorded=True)[0], settled=False, passes=1)
+
+    def passes(self, n: int, as_recorded: bool = False) -> list[tuple[int, ...]]:
+        """The periods of ``n`` passes of the window, each from the queues the one before left
+        (the first from empty queues, or ``as_recorded`` from the trace's): what `run` settles
+        on, laid out for a check that its steps no longer drift."""
         c = self.columns()
-        periods, _ = self._pass(c, _Queues.observed(self._stream_free_at, c.stream_keys,
-                                                     c.obs_start[0]))
-        return Replay(tuple(periods), settled=False, passes=1)
+        seed = (_Queues.observed(self._stream_free_at, c.stream_keys, c.obs_start[0])
+                if as_recorded else _Queues.empty(len(c.stream_keys)))
+        out = []
+        for _ in range(n):
+            periods, seed = self._pass(c, seed)
+            out.append(tuple(periods))
+        return out
 
     def _pass(self, c: _Columns, seed: _Queues) -> tuple[list[int], _Queues]:
         """One replay of the window from the GPU queues ``seed``: the steps' periods, and the
