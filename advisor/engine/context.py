@@ -9,7 +9,7 @@ from functools import cached_property
 from string import Template
 
 from advisor.engine.effects import Effect
-from advisor.engine.floors import Floor, StepFloors, measure
+from advisor.engine.floors import Floor, PerStep, StepFloors, measure
 from advisor.engine.framework import FrameworkInfo, detect
 from advisor.engine.host import HostFacts
 from advisor.engine.profiler_cost import Calibration
@@ -17,6 +17,11 @@ from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
 from advisor.engine.step_basis import StepBasis, assess
 from advisor.engine.whatif import Replay, Simulation
 from advisor.graph.model import OpGraph, Step
+
+OUTLIER_MADS = 4.0
+"""A replayed step is a far outlier above the median plus this many median absolute deviations
+(and `OUTLIER_MIN_SHARE` of the median): the steps a median ignores (loader-jitter's bar)."""
+OUTLIER_MIN_SHARE = 0.10
 
 
 def analysed_steps(graph: OpGraph) -> list[Step]:
@@ -147,15 +152,16 @@ class RuleContext:
     def replay(self, effects: Sequence[Effect]) -> Replay:
         return self._what_if(effects)[0]
 
-    def floors(self, effects: Sequence[Effect] = ()) -> StepFloors:
-        """The step's floors once ``effects`` are applied (`advisor.engine.floors`)."""
-        return self._what_if(effects)[1]
+    def floors(self, effects: Sequence[Effect] = (), basis: str = "median") -> StepFloors:
+        """The step's floors once ``effects`` are applied (`advisor.engine.floors`), as means
+        over the steps ``basis`` rests on (`steps_for`)."""
+        return self._what_if(effects)[1].over(self.steps_for(basis))
 
     @cached_property
-    def _baseline_floors(self) -> StepFloors:
-        return measure(self._template) if self._template is not None else StepFloors(())
+    def _baseline_floors(self) -> PerStep:
+        return measure(self._template) if self._template is not None else PerStep((), ())
 
-    def _what_if(self, effects: Sequence[Effect]) -> tuple[Replay, StepFloors]:
+    def _what_if(self, effects: Sequence[Effect]) -> tuple[Replay, PerStep]:
         """The replay of the steps with ``effects`` applied, and the floors they leave."""
         ordered = tuple(sorted(effects, key=lambda e: e.order))
         if not ordered:
@@ -172,50 +178,75 @@ class RuleContext:
             e.apply(sim)
         # Effects that changed nothing (a fix with no calls or ops to act on in these steps)
         # leave the template as it was: its replay is the baseline's.
-        if sim.changed():
-            found = sim.run(), measure(sim, ordered)
-        else:
-            found = self.baseline, measure(sim, ordered)
+        found = (sim.run() if sim.changed() else self.baseline), measure(sim, ordered)
         cache[ordered] = found
         return found
+
+    @cached_property
+    def typical_steps(self) -> tuple[int, ...]:
+        """The replayed steps a median-based estimate rests on: all but the baseline's far
+        outliers (a profiler's buffer flush, a reallocation), which a median ignores too. Their
+        mean, unlike their median, only shortens as work is taken away (issue #35)."""
+        periods = self.baseline.periods
+        if not periods:
+            return ()
+        med = statistics.median(periods)
+        mad = statistics.median(abs(p - med) for p in periods)
+        limit = med + max(OUTLIER_MADS * mad, OUTLIER_MIN_SHARE * med)
+        return tuple(k for k, p in enumerate(periods) if p <= limit)
+
+    def steps_for(self, basis: str) -> tuple[int, ...] | None:
+        """Which replayed steps an estimate on ``basis`` averages: all of them for "mean"
+        (jitter is the point), the typical ones for "median" (None: all)."""
+        return None if basis == "mean" else self.typical_steps
+
+    def _mean(self, replay: Replay, basis: str) -> float:
+        steps = self.steps_for(basis)
+        if steps is None:
+            return replay.mean_ns
+        return statistics.fmean(replay.periods[k] for k in steps) if steps else 0.0
 
     def before_after(self, effects: Sequence[Effect], basis: str = "median") -> tuple[float, float]:
         """The step before and after the effects, both replayed without the profiler's host
         overhead, so they describe the job as it runs unprofiled.
 
-        The after step is the settled replay's mean step (the loop's cycle time, which only
-        shortens as work is taken away: a median of replayed steps can lengthen when kernels
-        get shorter, issue #35), held at or above the step's floors (`advisor.engine.floors`).
-        ``basis`` "median" applies its saving to the median step, robust to the odd slow step
-        a profiler causes; "mean" counts jitter, for fixes that remove it.
+        The after step is the settled replay's mean step over the steps ``basis`` rests on
+        (`steps_for`; a mean only shortens as work is taken away, where a median of replayed
+        steps can lengthen when kernels get shorter, issue #35), held at or above the step's
+        floors (`advisor.engine.floors`). ``basis`` "median" applies its saving to the median
+        step, robust to the odd slow step a profiler causes; "mean" counts jitter, for fixes
+        that remove it.
         """
-        after, floors = self._what_if(effects)
+        after, per_step = self._what_if(effects)
         base = self.baseline
-        new_mean = max(after.mean_ns, floors.ns) if after is not base else base.mean_ns
+        before = self._mean(base, basis)
+        new = before
+        if after is not base:
+            new = max(self._mean(after, basis), per_step.over(self.steps_for(basis)).ns)
         if basis == "mean":
-            return base.mean_ns, new_mean
-        if not base.mean_ns:
+            return before, new
+        if not before:
             return base.median_ns, base.median_ns
-        return base.median_ns, base.median_ns * new_mean / base.mean_ns
+        return base.median_ns, base.median_ns * new / before
 
     def floor_step_ns(self, floor: Floor | None) -> float:
-        """``floor`` on the report's step: every estimate's step is the median one, and a
-        fix's saving is applied to it as the change of the replay's mean step
-        (`before_after`), so the mean-step floor is scaled the same way; 0 without one."""
-        base = self.baseline
-        if floor is None or not base.mean_ns:
+        """``floor`` (a mean over the typical steps, `floors`) on the report's step: every
+        estimate's step is the median one, and a fix's saving is applied to it as the change of
+        the typical steps' mean (`before_after`); 0 without a floor."""
+        before = self._mean(self.baseline, "median")
+        if floor is None or not before:
             return 0.0
-        return self.baseline_step_ns * floor.ns / base.mean_ns
+        return self.baseline_step_ns * floor.ns / before
 
     def bound_by(self, effects: Sequence[Effect]) -> tuple[Floor | None, bool]:
         """The floor that binds the step after ``effects`` (the highest), on the report's step
         (`floor_step_ns`), and whether it holds the estimate up (the replay alone would have
         gone below it)."""
-        after, floors = self._what_if(effects)
-        binding = floors.binding
+        after, per_step = self._what_if(effects)
+        binding = per_step.over(self.typical_steps).binding
         if binding is None:
             return None, False
-        binds = after is not self.baseline and after.mean_ns < binding.ns
+        binds = after is not self.baseline and self._mean(after, "median") < binding.ns
         return replace(binding, ns=self.floor_step_ns(binding)), binds
 
     def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:

@@ -60,55 +60,81 @@ class StepFloors:
         return {f.kind: f.ns for f in self.floors}
 
 
-def measure(sim: Simulation, effects: Sequence[Effect] = ()) -> StepFloors:
-    """The floors of ``sim`` as its effects left it (`Simulation.columns`), with the loader's
-    from the effects that declare a batch supply."""
+@dataclass(frozen=True)
+class PerStep:
+    """The GPU and host floors of each step of a what-if, and the loader's (the same for
+    every step): averaged over the steps an estimate rests on (`over`)."""
+
+    gpu: tuple[int, ...]
+    host: tuple[int, ...]
+    loader: Floor | None = None
+
+    def over(self, steps: Sequence[int] | None = None) -> StepFloors:
+        """The floors as means over ``steps`` (indices; None: all of them)."""
+        idx = range(len(self.gpu)) if steps is None else steps
+        n = max(1, len(idx))
+        floors = [Floor("gpu", sum(self.gpu[k] for k in idx) / n,
+                        "the GPU's busy time of the kernels that stay"),
+                  Floor("host", sum(self.host[k] for k in idx) / n,
+                        "the host's own time that stays (calls, Python, the syncs' own time)")]
+        if self.loader is not None:
+            floors.append(self.loader)
+        return StepFloors(tuple(floors))
+
+
+def measure(sim: Simulation, effects: Sequence[Effect] = ()) -> PerStep:
+    """The floors of each step of ``sim`` as its effects left it (`Simulation.columns`), with
+    the loader's from the effects that declare a batch supply.
+
+    Per step: the busiest stream's kernels that stay (a side stream's copies on their own
+    lane), and the host chain's own time (nodes that start after the chain's frontier; a call
+    that overlaps another thread's call adds no time of its own)."""
     c = sim.columns()
     n = len(sim.steps)
-    inside = _in_steps(sim)
-    lanes: dict[int, int] = {}
-    side = 0
-    for ops, counted in zip(c.node_ops, inside):
-        if not (ops and counted):
+    step_of = _step_of_nodes(sim)
+    lanes: list[dict[int, int]] = [{} for _ in range(n)]
+    side = [0] * n
+    host = [0] * n
+    removed, on_side, stream, dur = c.op_removed, c.op_side, c.op_stream, c.op_dur
+    for ops, k, g, d, of in zip(c.node_ops, step_of, c.gap, c.dur, c.overlap_from):
+        if k < 0:
             continue
+        if of < 0:
+            host[k] += g + d
+        if not ops:
+            continue
+        lane = lanes[k]
         for j in ops:
-            if c.op_removed[j]:
+            if removed[j]:
                 continue
-            if c.op_side[j]:
-                side += c.op_dur[j]
+            if on_side[j]:
+                side[k] += dur[j]
             else:
-                st = c.op_stream[j]
-                lanes[st] = lanes.get(st, 0) + c.op_dur[j]
-    gpu = max(max(lanes.values(), default=0), side) / n
-    # The host chain's own time inside the steps: nodes that start after the chain's frontier
-    # (a call that overlaps another thread's call adds no time of its own to the chain).
-    host = sum(g + d for g, d, of, counted in zip(c.gap, c.dur, c.overlap_from, inside)
-               if of < 0 and counted) / n
-    floors = [Floor("gpu", gpu, "the GPU's busy time of the kernels that stay"),
-              Floor("host", host, "the host's own time that stays (calls, Python, the syncs' "
-                                  "own time)")]
+                lane[stream[j]] = lane.get(stream[j], 0) + dur[j]
+    gpu = tuple(max(max(lane.values(), default=0), sd) for lane, sd in zip(lanes, side))
     supply = [e for e in effects if isinstance(e, BatchSupply)]
+    loader = None
     if supply:
         s = max(supply, key=lambda e: e.floor_ns)
-        floors.append(Floor("loader", s.floor_ns, s.what))
-    return StepFloors(tuple(floors))
+        loader = Floor("loader", s.floor_ns, s.what)
+    return PerStep(gpu, tuple(host), loader)
 
 
-def _in_steps(sim: Simulation) -> list[bool]:
-    """Per node of the host chain: is its time (the host work before it, its own, the GPU work
-    it launches) inside a step? The host time between one step's end and the next one's start
-    is in no step's period. Read off the markers once per template."""
-    found = sim._derived.get("in_steps")
+def _step_of_nodes(sim: Simulation) -> list[int]:
+    """Per node of the host chain, the step its time belongs to (the host work before it, its
+    own, the GPU work it launches), -1 for none: the host time between one step's end and the
+    next one's start is in no step's period. Read off the markers once per template."""
+    found = sim._derived.get("step_of_nodes")
     if found is None:
         c = sim.columns()
-        found, inside = [], False
+        found, current = [], -1
         for k, ke in zip(c.step, c.step_end):
             if k >= 0:
-                found.append(False)  # the host work before a step's start is not the step's
-                inside = True
+                found.append(-1)  # the host work before a step's start is not the step's
+                current = k
                 continue
-            found.append(inside)
+            found.append(current)
             if ke >= 0:
-                inside = False
-        sim._derived["in_steps"] = found
+                current = -1
+        sim._derived["step_of_nodes"] = found
     return found  # type: ignore[return-value]

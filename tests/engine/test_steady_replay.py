@@ -86,7 +86,8 @@ def test_the_transient_that_was_read_before_drifts():
                                  "public/nanogpt/nsys.sqlite.gz"])
 def test_shorter_kernels_never_make_a_longer_step(rel: str):
     """Every kernel of the steps at 100%, 75%, 50%, 33% and 10% of its time: the estimated
-    step (what every finding reports) never gets longer."""
+    step (what every finding reports) never gets longer, beyond the 0.5% a settled replay is
+    settled to (`SETTLE_TOL`)."""
     ctx = _analysis(rel).context
     ops = steps_ops(ctx.graph, ctx.steps)
     before = None
@@ -94,7 +95,7 @@ def test_shorter_kernels_never_make_a_longer_step(rel: str):
         effect = SetOpDurations(tuple((o.id, int(o.duration_ns * share)) for o in ops))
         step = ctx.before_after([effect])[1]
         if before is not None:
-            assert step <= before * (1 + 1e-6), (rel, share, step, before)
+            assert step <= before * (1 + SETTLE_TOL), (rel, share, step, before)
         before = step
 
 
@@ -105,13 +106,13 @@ def test_a_faster_fused_attention_kernel_never_makes_a_slower_step(rel: str):
     faster (it did: 1.87x at 0.3 and 2.42x at 1.0 on the check set)."""
     a = _analysis(rel)
     f = next(f for f in a.results.findings if f.rule == "unfused-attention")
-    drop, = (e for e in f.effects if not isinstance(e, SetOpDurations))
+    rest = [e for e in f.effects if not isinstance(e, SetOpDurations)]
     gemms = {o.id: o.duration_ns for o in steps_ops(a.graph, a.context.steps)}
     ids = [i for e in f.effects if isinstance(e, SetOpDurations) for i, _ in e.durations]
     before = None
     for factor in (1.0, 0.6, 0.3, 0.0):
         flash = SetOpDurations(tuple((i, int(gemms[i] * factor)) for i in ids))
-        step = a.context.before_after([drop, flash])[1]
+        step = a.context.before_after([*rest, flash])[1]
         if before is not None:
-            assert step <= before * (1 + 1e-6), (rel, factor, step, before)
+            assert step <= before * (1 + SETTLE_TOL), (rel, factor, step, before)
         before = step
