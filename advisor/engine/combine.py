@@ -67,7 +67,7 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
     for k, f in enumerate(ordered):
         effects = _effects(ordered[:k + 1], "effects")
         share = min(share, _share(ctx, effects, basis))
-        floor, _ = ctx.bound_by(effects)
+        floor, _ = ctx.bound_by(effects, basis)
         path.append(PathStep(f.rule, report_step * share, f.conditional_on, floor))
     share_low = _share(ctx, _effects(ordered, "low_effects"), basis)
     share_high = _share(ctx, _effects(ordered, "high_effects"), basis)
@@ -77,7 +77,7 @@ def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate
     share_low = min(share_low, 1 / max(f.estimate.low for f in alone))
     share_high = min(share_high, share_low, share)
     effects = _effects(ordered, "effects")
-    floor, binds = ctx.bound_by(effects)
+    floor, binds = ctx.bound_by(effects, basis)
     held = floor.ns / report_step if floor is not None and report_step else 0.0
     share, share_high = max(share, held), max(share_high, held)  # never below the floor
     share_low = max(share_low, share)

@@ -229,25 +229,25 @@ class RuleContext:
             return base.median_ns, base.median_ns
         return base.median_ns, base.median_ns * new / before
 
-    def floor_step_ns(self, floor: Floor | None) -> float:
-        """``floor`` (a mean over the typical steps, `floors`) on the report's step: every
-        estimate's step is the median one, and a fix's saving is applied to it as the change of
-        the typical steps' mean (`before_after`); 0 without a floor."""
-        before = self._mean(self.baseline, "median")
+    def floor_step_ns(self, floor: Floor | None, basis: str = "median") -> float:
+        """``floor`` (a mean over the steps ``basis`` rests on, `floors`) on the report's step:
+        every estimate's step is the median one, and a fix's saving is applied to it as the
+        change of those steps' mean (`before_after`); 0 without a floor."""
+        before = self._mean(self.baseline, basis)
         if floor is None or not before:
             return 0.0
         return self.baseline_step_ns * floor.ns / before
 
-    def bound_by(self, effects: Sequence[Effect]) -> tuple[Floor | None, bool]:
-        """The floor that binds the step after ``effects`` (the highest), on the report's step
-        (`floor_step_ns`), and whether it holds the estimate up (the replay alone would have
-        gone below it)."""
+    def bound_by(self, effects: Sequence[Effect], basis: str = "median") -> tuple[Floor | None, bool]:
+        """The floor that binds the step after ``effects`` (the highest over the steps
+        ``basis`` rests on), on the report's step (`floor_step_ns`), and whether it holds the
+        estimate up (the replay alone would have gone below it)."""
         after, per_step = self._what_if(effects)
-        binding = per_step.over(self.typical_steps).binding
+        binding = per_step.over(self.steps_for(basis)).binding
         if binding is None:
             return None, False
-        binds = after is not self.baseline and self._mean(after, "median") < binding.ns
-        return replace(binding, ns=self.floor_step_ns(binding)), binds
+        binds = after is not self.baseline and self._mean(after, basis) < binding.ns
+        return replace(binding, ns=self.floor_step_ns(binding, basis)), binds
 
     def speedup(self, effects: Sequence[Effect], basis: str = "median") -> float:
         base, new = self.before_after(effects, basis)
@@ -307,7 +307,7 @@ class RuleContext:
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
-        floor, binds = self.bound_by(effects)
+        floor, binds = self.bound_by(effects, basis)
         estimate = self.estimate(speedup, low, high, model, assumptions, basis, floor, binds)
         return Finding(
             rule=rule.name,

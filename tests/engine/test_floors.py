@@ -69,9 +69,9 @@ def test_no_estimate_goes_below_the_step_floors(rel: str):
     c = r.combined
     effects = [e for f in order(r.findings) for e in f.effects]
     assert c.speedup <= _most(a, effects, c.basis) * (1 + 1e-9)  # never above step / floor
-    floor = a.context.floor_step_ns(a.context.floors(merge(effects)).binding)
+    floor = a.context.floor_step_ns(a.context.floors(merge(effects), c.basis).binding, c.basis)
     assert c.floor is not None and c.floor.ns == pytest.approx(floor)
-    assert c.predicted_step_ns >= floor * (1 - 1e-9) or c.basis == "mean"
+    assert c.predicted_step_ns >= floor * (1 - 1e-9)
 
 
 def test_the_loader_floor_holds_the_loader_fix_and_graphs_together():
