@@ -22,8 +22,7 @@ def _rebase(e: Estimate, median: float) -> Estimate:
     the replayed one)."""
     if e.relative_to != "step" or e.step_ns <= 0:
         return e
-    factor = median / e.step_ns
-    return replace(e, step_ns=median, predicted_step_ns=e.predicted_step_ns * factor)
+    return e.on_step(median)
 
 
 def disagreement(replayed: float, measured: float, off: float, trace_format: str) -> str:

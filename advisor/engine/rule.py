@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
@@ -174,6 +174,19 @@ class Estimate:
     @property
     def saved_ns_per_step(self) -> float:
         return self.step_ns - self.predicted_step_ns
+
+    def on_step(self, step_ns: float) -> Estimate:
+        """The same estimate on another step (`advisor profile`'s measured one): the speedup
+        kept, the predicted step, the floor and the path's steps scaled with it."""
+        if self.step_ns <= 0:
+            return self
+        k = step_ns / self.step_ns
+        floor = replace(self.floor, ns=self.floor.ns * k) if self.floor is not None else None
+        path = tuple(replace(p, predicted_step_ns=p.predicted_step_ns * k,
+                             floor=replace(p.floor, ns=p.floor.ns * k) if p.floor else None)
+                     for p in self.path)
+        return replace(self, step_ns=step_ns, predicted_step_ns=self.predicted_step_ns * k,
+                       floor=floor, path=path)
 
 
 @dataclass(frozen=True)

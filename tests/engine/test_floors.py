@@ -115,3 +115,17 @@ def test_a_conditional_finding_combines_only_after_the_finding_it_depends_on():
     for f in r.findings:
         product *= f.estimate.speedup
     assert r.combined.speedup < product
+
+
+def test_a_rebased_estimate_keeps_its_floor_and_path_on_the_new_step():
+    """Under `advisor profile` every estimate moves onto the measured step
+    (`advisor.capture.baseline`): the floor and the path's steps move with it, the speedup
+    stays, so the report never shows a floor above the predicted step it bounds."""
+    c = _analysis(CONDITIONAL).results.combined
+    moved = c.on_step(0.8 * c.step_ns)
+    assert moved.speedup == c.speedup
+    assert moved.predicted_step_ns == pytest.approx(0.8 * c.predicted_step_ns)
+    assert moved.floor.ns == pytest.approx(0.8 * c.floor.ns)
+    assert [p.predicted_step_ns for p in moved.path] == pytest.approx(
+        [0.8 * p.predicted_step_ns for p in c.path])
+    assert moved.predicted_step_ns >= moved.floor.ns
