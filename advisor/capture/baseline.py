@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings
+from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings, run_total
 from advisor.capture.steptimes import MODEL_DISAGREEMENT, StepClock, measured_step
 from advisor.engine.rule import Estimate
 
@@ -120,6 +120,8 @@ def apply_measured(analysis, clock: StepClock) -> None:
             if abs(off) > MODEL_DISAGREEMENT and k is None:  # a refit has said it already
                 analysis.warnings.append(disagreement(replayed, m, off, analysis.graph.info.format))
     extra = run_findings(acc)
+    if acc is not None:
+        acc.total = run_total(acc, r.combined, extra)
     if extra:
         r.categories.update(RUN_CATEGORIES)
         r.findings = sorted(r.findings + extra, key=lambda f: -f.estimate.speedup)

@@ -104,6 +104,13 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             f"{p['steady'] / 1e9:.2f} s, outside steady steps {run.outside_steady_ns / 1e9:.2f} s "
             f"({share:.0%}), start-up {p['startup'] / 1e9:.2f} s, warm-up {p['warmup'] / 1e9:.2f} s, "
             f"profiled window {p['profiled'] / 1e9:.2f} s")
+        total = run.total
+        if total is not None and (total.step_fixes_saved_ns or total.run_fixes_saved_ns):
+            console.print(
+                f"  with every fix: {total.run_ns / 1e9:.2f} s -> {total.after_ns / 1e9:.2f} s "
+                f"({total.speedup:.2f}x of the run): step fixes save "
+                f"{total.step_fixes_saved_ns / 1e9:.2f} s of the steady steps, run fixes "
+                f"{total.run_fixes_saved_ns / 1e9:.2f} s outside them")
         causes = [(k, v) for k, v in run.causes_ns.items() if v >= 0.005 * run.run_ns]
         if causes:
             console.print("  outside steady steps: " + ", ".join(
