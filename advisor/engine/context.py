@@ -306,6 +306,10 @@ class RuleContext:
         if assumptions is None:
             assumptions = tuple(Template(a).substitute(values) for a in rule.assumptions)
         assumptions = (*assumptions, *extra_assumptions)
+        replay = self.replay(effects)
+        if not replay.settled:  # said, never hidden: tests/engine/test_steady_replay.py
+            assumptions += (f"the replayed steps had not settled after {replay.passes} passes "
+                            "of the loop: the estimate is of a drifting replay",)
         if confidence is None:
             confidence = rule.confidence
         base, after = self.before_after(effects, basis)
