@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
 from advisor.engine.context import RuleContext
-from advisor.engine.effects import ScaleHostWork, SetCallDurations
+from advisor.engine.effects import BatchSupply, ScaleHostWork, SetCallDurations
 from advisor.engine.rule import (
     Category,
     Confidence,
@@ -329,9 +329,10 @@ class LoaderJitter(Rule):
             gain = max(1.0, target / current)
             gain_low = max(1.0, gain / 2)
         spans = [(s, a, b) for s in steps for a, b in s.phases.get("data", [])]
+        supply = batch_cost(ctx, workers)
 
         def effects(parallel: float) -> list:
-            out = []
+            out: list = [BatchSupply(supply[0], parallel, supply[1])] if parallel < float("inf") else []
             for s, a, b in spans:
                 d = max(1, _data_host_ns(s))
                 rest = max(0, s.time_ns - d)
@@ -382,6 +383,36 @@ class LoaderJitter(Rule):
             basis="mean",
             assumptions=tuple(assumptions),
         )
+
+
+WORKER_BATCH_COST = 0.6
+"""A DataLoader worker produces a batch in this share of the time the training thread took
+(451 ms against 757 ms per batch in the imagenet example at ``-j 7``, 16 CPUs, H100 host,
+docs/validation.md "loader-imagenet": a worker runs one intra-op thread and no GPU work). The
+loader floor uses the cheaper worker so that it stays a floor."""
+
+
+def batch_cost(ctx: RuleContext, workers: int | None) -> tuple[float, str]:
+    """What one batch costs the loader to produce, and where that was read: the floor of every
+    step once the input pipeline is the bottleneck (`BatchSupply`).
+
+    With loading on the training thread (``num_workers=0``), a worker's share
+    (`WORKER_BATCH_COST`) of the host time the thread spent in ``DataLoader.__next__`` per
+    batch (recorded by `advisor profile` outside the recorded window), else of the data
+    phase's mean host time per step. With N saturated workers, they
+    supply one batch per step: each takes N steps (the unprofiled replayed mean step) per
+    batch; an unknown N is taken as the one the rule assumes (room to double: 1)."""
+    steps = ctx.steps
+    if workers == 0:
+        measured = ctx.facts.loader_cpu_ns_per_batch
+        if measured:
+            return (measured * WORKER_BATCH_COST, "a worker's share of the training thread's "
+                    "time per batch, recorded by advisor profile")
+        return (statistics.fmean(_data_host_ns(s) for s in steps) * WORKER_BATCH_COST,
+                "a worker's share of the training thread's data phase per step")
+    n = workers if workers else 1
+    return (n * ctx.baseline.mean_ns,
+            f"{n} saturated worker{'s' if n > 1 else ''} supplying one batch per step")
 
 
 MAX_WORKERS = 32

@@ -32,8 +32,14 @@ OUT_OF_TOLERANCE = {
     "20.8 ms); the profiler-overhead model (11 us per call) removes only part of it: the fixed "
     "step is predicted right (10.8 vs 10.3 ms measured) but the baseline stays inflated",
     ("cpu-bound-loss", "kineto"): "same under torch.profiler (53.9 vs 20.8 ms per step)",
-    ("unfused-attention", "nsys"): "0.765x of measured: the layout copies around the unfused "
-    "attention (3.4 ms per step of transposes) are not modeled as removed",
+    ("unfused-attention", "nsys"): "0.72x of measured (3.76x for 5.26x): the layout copies "
+    "around the unfused attention (3.4 ms per step of transposes) are not modeled as removed, "
+    "and the settled replay of the fix is host-bound on the unfused program's operators",
+    ("unfused-attention", "kineto"): "0.52x of measured (2.71x for 5.26x): the settled replay "
+    "of the fix is host-bound on the unfused program's host work (9.1 ms per step under "
+    "torch.profiler against 3.7 ms in the fixed program: ~280 more operators per step), of "
+    "which only the work between the two matmuls is removed; the 4.40x it passed with was "
+    "the median of a replay that had not settled (issue #35)",
 }
 
 
@@ -42,10 +48,9 @@ OUT_OF_TOLERANCE = {
 CHECK = validate_rules.SETS["check"]
 CHECK_CASES = [(r.name, fmt) for r in sorted(CHECK.iterdir()) if r.is_dir() for fmt in FORMATS]
 CHECK_OUT_OF_TOLERANCE = {
-    ("unfused-attention", "nsys"): "0.73x of measured at S=1024, 12 heads: the fused-attention "
-    "factor (0.3 of the score/context GEMMs, fitted at S=2048) and the unmodelled layout copies "
-    "both understate the gain at this shape",
-    ("unfused-attention", "kineto"): "same, 0.69x",
+    ("unfused-attention", "kineto"): "0.73x of measured at S=1024, 12 heads: the settled "
+    "replay of the fix is host-bound on the unfused program's host work (torch.profiler's "
+    "per-operator cost included), and the layout copies are not modelled as removed",
     ("uncaptured-cuda-graph", "kineto"): "1.51x of measured: torch.profiler's per-op host cost on "
     "this narrower, shallower MLP is above the 2.5 us fitted on the fit set, so the eager host "
     "time the graph removes looks larger than it is (nsys: 1.01x)",

@@ -36,6 +36,32 @@ class SlowStep:
     causes: dict[str, int]  # cause -> ns of the excess it explains ("other" for the rest)
 
 
+@dataclass(frozen=True)
+class RunTotal:
+    """Every fix over the whole run, the two kinds kept apart (issue #34): step fixes save their
+    share of the steady steps' time (the settled step's estimate), run fixes the time outside
+    steady steps they remove (worker restarts, checkpoints, evaluation). They act on disjoint
+    time, so their savings add."""
+
+    run_ns: int
+    step_fixes_saved_ns: float
+    run_fixes_saved_ns: float
+
+    @property
+    def after_ns(self) -> float:
+        return max(1.0, self.run_ns - self.step_fixes_saved_ns - self.run_fixes_saved_ns)
+
+    @property
+    def speedup(self) -> float:
+        return self.run_ns / self.after_ns
+
+    def to_dict(self) -> dict[str, float]:
+        return {"run_ms": round(self.run_ns / 1e6, 3), "after_ms": round(self.after_ns / 1e6, 3),
+                "step_fixes_saved_ms": round(self.step_fixes_saved_ns / 1e6, 3),
+                "run_fixes_saved_ms": round(self.run_fixes_saved_ns / 1e6, 3),
+                "speedup": round(self.speedup, 4)}
+
+
 @dataclass
 class RunAccount:
     run_ns: int
@@ -47,6 +73,7 @@ class RunAccount:
     loader_restarts: int = 0
     loader_restart_ns: int = 0  # loader starts after the first, with their first batch's wait
     checkpoints: int = 0
+    total: RunTotal | None = None  # every fix over the whole run (`run_total`)
 
     @property
     def outside_steady_ns(self) -> int:
@@ -68,6 +95,7 @@ class RunAccount:
             "loader_restarts": self.loader_restarts,
             "loader_restart_ms": ms(self.loader_restart_ns),
             "checkpoints": self.checkpoints,
+            "fixes_together": self.total.to_dict() if self.total is not None else None,
         }
 
 
@@ -222,3 +250,18 @@ def run_findings(acc: RunAccount | None) -> list[Finding]:
                                 "it runs",)),
             confidence=Confidence.HEURISTIC))
     return out
+
+
+def run_total(acc: RunAccount | None, combined: Estimate | None,
+              findings: Iterable[Finding]) -> RunTotal | None:
+    """The whole run with every fix: the step fixes together (``combined``, on the settled
+    step) applied to the steady steps' time, and the run-relative findings' savings."""
+    if acc is None or acc.run_ns <= 0:
+        return None
+    steady = acc.parts_ns.get("steady", 0)
+    step_saved = 0.0
+    if combined is not None and not combined.withheld and combined.step_ns > 0:
+        step_saved = steady * max(0.0, 1 - combined.predicted_step_ns / combined.step_ns)
+    run_saved = sum(f.estimate.saved_ns_per_step * acc.steps for f in findings
+                    if f.estimate.relative_to == "run")
+    return RunTotal(acc.run_ns, step_saved, run_saved)

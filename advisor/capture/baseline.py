@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings
+from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings, run_total
 from advisor.capture.steptimes import (
     MODEL_DISAGREEMENT,
     MeasuredStep,
@@ -36,8 +36,7 @@ def _rebase(e: Estimate, step: float) -> Estimate:
     the measured mean step (as `RuleContext.estimate` does with the replayed one)."""
     if e.relative_to != "step" or e.step_ns <= 0:
         return e
-    factor = step / e.step_ns
-    return replace(e, step_ns=step, predicted_step_ns=e.predicted_step_ns * factor)
+    return e.on_step(step)
 
 
 def noisy_host(measured: MeasuredStep, profiled_median_ns: float) -> str | None:
@@ -174,6 +173,8 @@ def apply_measured(analysis, clock: StepClock) -> None:
                 analysis.warnings.append(disagreement(replayed, typical, off,
                                                       analysis.graph.info.format))
     extra = run_findings(acc)
+    if acc is not None:
+        acc.total = run_total(acc, r.combined, extra)
     if extra:
         r.categories.update(RUN_CATEGORIES)
         r.findings = sorted(r.findings + extra, key=lambda f: -f.estimate.speedup)

@@ -105,9 +105,34 @@ class CaptureGraph(Effect):
         sim.capture_graph(self.intervals, **kwargs)
 
 
+@dataclass(frozen=True)
+class BatchSupply(Effect):
+    """The input pipeline after a loader fix: one batch costs ``ns_per_batch`` to produce and
+    ``workers`` produce in parallel. Nothing in the replay changes; it sets the step's loader
+    floor (`advisor.engine.floors`): however much the other fixes shorten the rest of the
+    step, a batch arrives no faster than the loader makes it."""
+
+    ns_per_batch: float
+    workers: float
+    source: str  # where the production time was read, for the report
+
+    def apply(self, sim: Simulation) -> None:
+        return None
+
+    @property
+    def floor_ns(self) -> float:
+        return self.ns_per_batch / max(1.0, self.workers)
+
+    @property
+    def what(self) -> str:
+        return (f"the loader's production time per batch ({self.ns_per_batch / 1e6:.2f} ms, "
+                f"{self.source}) over {self.workers:g} workers")
+
+
 # Kernel-level changes first, graph capture last: capture collapses whatever launches remain.
 ORDER: list[type[Effect]] = [
     DropOps, SetOpDurations, RemoveWaits, SetCallDurations, ScaleHostWork, OverlapOps, CaptureGraph,
+    BatchSupply,
 ]
 
 

@@ -38,10 +38,12 @@ def conditional(ctx: RuleContext, primary: Finding, secondary: Finding, why: str
     speedup, low, high = gain("effects"), gain("low_effects"), gain("high_effects")
     low, high = min(low, speedup), max(high, speedup)
     e = secondary.estimate
+    floor, binds = ctx.bound_by(merge([*primary.effects, *secondary.effects]), basis)
     # The report keeps one baseline step (every estimate's ``step_ns``); the speedup is the
     # gain on the step as it will be once the primary is fixed, which the assumptions say.
     estimate = replace(e, predicted_step_ns=e.step_ns / speedup if speedup > 0 else e.step_ns,
                        speedup=speedup, low=1.0 if e.withheld else low, high=high,
+                       floor=floor, floor_binds=binds,
                        assumptions=(*e.assumptions, f"{primary.rule} is fixed first ({why})"))
     return replace(secondary, estimate=estimate, conditional_on=primary.rule, explained=why)
 

@@ -18,9 +18,11 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
+
+from advisor.engine.floors import Floor
 
 if TYPE_CHECKING:
     from advisor.engine.context import RuleContext
@@ -154,6 +156,16 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class PathStep:
+    """One fix of a combination, applied after the ones before it: the step it leaves."""
+
+    rule: str
+    predicted_step_ns: float
+    after: str | None = None  # the finding it depends on (conditional findings)
+    floor: Floor | None = None
+
+
+@dataclass(frozen=True)
 class Estimate:
     """The step after the fix, from the what-if model.
 
@@ -182,10 +194,30 @@ class Estimate:
     # "step": the steady step (the fix changes every step); "run": the whole run's wall time per
     # step (the fix removes time spent outside steady steps: worker restarts, checkpoints)
     relative_to: str = "step"
+    # The highest of the step's floors after the fix (`advisor.engine.floors`), and whether it
+    # holds the estimate up (the replay alone went below it).
+    floor: Floor | None = None
+    floor_binds: bool = False
+    # The combined estimate only: the fixes in the order they combine, each with the step
+    # after it and the ones before (`advisor.engine.combine`).
+    path: tuple[PathStep, ...] = ()
 
     @property
     def saved_ns_per_step(self) -> float:
         return self.step_ns - self.predicted_step_ns
+
+    def on_step(self, step_ns: float) -> Estimate:
+        """The same estimate on another step (`advisor profile`'s measured one): the speedup
+        kept, the predicted step, the floor and the path's steps scaled with it."""
+        if self.step_ns <= 0:
+            return self
+        k = step_ns / self.step_ns
+        floor = replace(self.floor, ns=self.floor.ns * k) if self.floor is not None else None
+        path = tuple(replace(p, predicted_step_ns=p.predicted_step_ns * k,
+                             floor=replace(p.floor, ns=p.floor.ns * k) if p.floor else None)
+                     for p in self.path)
+        return replace(self, step_ns=step_ns, predicted_step_ns=self.predicted_step_ns * k,
+                       floor=floor, path=path)
 
 
 @dataclass(frozen=True)

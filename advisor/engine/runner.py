@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from advisor.engine.combine import combined_estimate
 from advisor.engine.context import RuleContext, analysed_steps
-from advisor.engine.effects import merge
 from advisor.engine.framework import FrameworkInfo
 from advisor.engine.host import HostFacts
 from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped, skipped_by_reason
@@ -65,45 +65,6 @@ def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str
         if req is Requirement.COPIES and not any(o.kind is GpuOpKind.MEMCPY for o in graph.gpu_ops):
             return "the trace has no host-device copies"
     return None
-
-
-def combined_estimate(ctx: RuleContext, findings: Sequence[Finding]) -> Estimate:
-    """All findings' fixes applied together in one replay, each change once (`merge`).
-
-    The pessimistic and optimistic bounds are replays too (every finding's low, resp. high,
-    effects together), not the central estimate scaled. Fixes only remove work, so all of them
-    together are never slower than the best one alone; where the replay says otherwise it is
-    showing its own start-up transient (the host ran ahead of the GPU when the window opened),
-    and the best single finding stands."""
-    basis = "mean" if any(f.estimate.basis == "mean" for f in findings) else "median"
-
-    def together(attr: str) -> tuple[float, float]:
-        return ctx.before_after(merge([e for f in findings for e in getattr(f, attr)]), basis)
-
-    step_ns, after = together("effects")
-    _, after_low = together("low_effects")
-    _, after_high = together("high_effects")
-    # A conditional finding's own speedup is its gain after its primary: not a floor here.
-    alone = [f for f in findings if f.conditional_on is None] or list(findings)
-    best = min(alone, key=lambda f: f.estimate.predicted_step_ns / f.estimate.step_ns)
-    floor_ratio = best.estimate.predicted_step_ns / best.estimate.step_ns
-    after = min(after, step_ns * floor_ratio)
-    after_low = min(after_low, step_ns / max(f.estimate.low for f in alone))
-    after_high = min(after_high, after_low, after)
-    after_low = max(after_low, after)
-
-    def ratio(new: float) -> float:
-        return step_ns / new if new > 0 else 1.0
-
-    return ctx.estimate(
-        ratio(after),
-        low=max(1.0, ratio(after_low)),
-        high=ratio(after_high),
-        model="all findings' effects applied together (each change once) in one replay of the "
-              "analysed steps; bounds replayed from every finding's pessimistic/optimistic effects",
-        assumptions=("fixes do not interact beyond what the replay models",),
-        basis=basis,
-    )
 
 
 def run_rules(

@@ -106,6 +106,13 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             f"{p['steady'] / 1e9:.2f} s, outside steady steps {run.outside_steady_ns / 1e9:.2f} s "
             f"({share:.0%}), start-up {p['startup'] / 1e9:.2f} s, warm-up {p['warmup'] / 1e9:.2f} s, "
             f"profiled window {p['profiled'] / 1e9:.2f} s")
+        total = run.total
+        if total is not None and (total.step_fixes_saved_ns or total.run_fixes_saved_ns):
+            console.print(
+                f"  with every fix: {total.run_ns / 1e9:.2f} s -> {total.after_ns / 1e9:.2f} s "
+                f"({total.speedup:.2f}x of the run): step fixes save "
+                f"{total.step_fixes_saved_ns / 1e9:.2f} s of the steady steps, run fixes "
+                f"{total.run_fixes_saved_ns / 1e9:.2f} s outside them")
         causes = [(k, v) for k, v in run.causes_ns.items() if v >= 0.005 * run.run_ns]
         if causes:
             console.print("  outside steady steps: " + ", ".join(
@@ -125,6 +132,9 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             c = rep.combined
             console.print(f"All step fixes together: [bold green]{c.speedup:.2f}x[/] per step "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")
+            for line in combination_lines(c):
+                console.print(Padding(Text(plain(line, 10_000), style="dim"), (0, 0, 0, 2),
+                                      expand=False))
     elif st.analysed:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
     for reason, rules in rep.skipped_by_reason():
@@ -143,6 +153,20 @@ def render_tried(tried: Tried, console: Console) -> None:
                                    style="italic" if i == 0 else ""), (0, 0, 0, indent)))
 
 
+def combination_lines(c) -> list[str]:
+    """How the fixes combine (each after the ones before it, a conditional one right after
+    the fix it depends on) and the floor that binds the step they leave."""
+    out = []
+    if len(c.path) > 1:
+        out.append("path: " + ", then ".join(
+            f"{p.rule}{f' (after {p.after})' if p.after else ''} {_ms(p.predicted_step_ns)}"
+            for p in c.path))
+    if c.floor is not None:
+        held = "; it holds the estimate up" if c.floor_binds else ""
+        out.append(f"floor: {c.floor.what}, {_ms(c.floor.ns)} per step{held}")
+    return out
+
+
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
     e = f.estimate
     per = " of the run" if e.relative_to == "run" else ""
@@ -152,6 +176,10 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
                          (f.confidence.value, "dim"))
     console.print(head)
     console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
+    if e.floor is not None and e.floor_binds:
+        console.print(Padding(Text(plain(f"held at the step's floor: {e.floor.what}, "
+                                         f"{_ms(e.floor.ns)} per step", 10_000), style="yellow"),
+                              (0, 0, 0, 3), expand=False))
     if f.conditional_on:
         console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): this "
                                          "is the estimate for that step", 10_000), style="yellow"),

@@ -16,7 +16,8 @@ from typing import Any
 
 from advisor import DISTRIBUTION
 from advisor.analysis import Analysis
-from advisor.engine.rule import Finding
+from advisor.engine.floors import Floor
+from advisor.engine.rule import Estimate, Finding
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.trace_summary import TraceSummary
 from advisor.output_paths import write_atomic
@@ -80,6 +81,27 @@ def _finding(rf: ReportFinding) -> dict[str, Any]:
         # Causal precedence: the estimate is this fix's gain once that finding is fixed.
         "conditional_on": f.conditional_on,
         "explained_by": f.explained,
+        # The step's highest floor after the fix (kernels that stay, host time that stays,
+        # the loader's supply): no estimate goes below it.
+        "floor": _floor(e.floor, e.floor_binds),
+    }
+
+
+def _floor(floor: Floor | None, binds: bool = False) -> dict[str, Any] | None:
+    if floor is None:
+        return None
+    return {"kind": floor.kind, "ms": _ms(floor.ns), "what": floor.what, "holds_estimate": binds}
+
+
+def _combination(combined: Estimate | None) -> dict[str, Any] | None:
+    """All step fixes together as a path: each fix after the ones before it (a conditional
+    one right after the fix it depends on), the step after it and the floor there."""
+    if combined is None:
+        return None
+    return {
+        "path": [{"rule": p.rule, "after": p.after, "predicted_step_ms": _ms(p.predicted_step_ns),
+                  "floor": _floor(p.floor)} for p in combined.path],
+        "floor": _floor(combined.floor, combined.floor_binds),
     }
 
 
@@ -226,6 +248,7 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
         "estimate_withheld": basis.withheld if basis is not None else None,
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
         "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else baseline_ms,
+        "combination": _combination(combined),
         "model_check": {
             "replay_error": None if replay.baseline_error is None
             else round(replay.baseline_error, 4),
