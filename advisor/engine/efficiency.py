@@ -85,6 +85,7 @@ class KernelEfficiency:
     peak_tflops: float | None
     peak_gbs: float | None
     reason: str = ""
+    op_ids: tuple[int, ...] = ()  # the kernels (GpuOp ids), for effects on them
 
     @property
     def tflops(self) -> float | None:
@@ -219,7 +220,7 @@ def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp],
             continue
         by_range[rid].append(op)
         works[rid] = work
-    groups: dict[tuple, list] = defaultdict(lambda: [0, 0, 0.0, 0.0, None])
+    groups: dict[tuple, list] = defaultdict(lambda: [0, 0, 0.0, 0.0, []])
     meta: dict[tuple, tuple] = {}
     for rid, kernels in by_range.items():
         work = works[rid]
@@ -232,20 +233,22 @@ def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp],
         g[1] += sum(k.duration_ns for k in kernels)
         g[2] = None if work.flops is None or g[2] is None else g[2] + work.flops
         g[3] = None if work.bytes is None or g[3] is None else g[3] + work.bytes
+        g[4].extend(k.id for k in kernels)
         meta[key] = (work.reason,)
     for op in orphans:
         precision = op_precision(graph, op)
         key = ("", None, short_name(op.name, 120), precision, classify(op).value)
         g = groups[key]
         g[0], g[1], g[2], g[3] = g[0] + 1, g[1] + op.duration_ns, None, None
+        g[4].append(op.id)
         meta[key] = ("no operator range around its launch",)
     out = []
-    for key, (n, t, flops, moved, _) in groups.items():
+    for key, (n, t, flops, moved, ids) in groups.items():
         op_name, sizes, kernel, precision, cat = key
         out.append(KernelEfficiency(
             kernel, op_name, cat, precision, sizes, n, t, flops, moved,
             peak_tflops(spec, precision) if spec else None,
-            spec.bandwidth_gbs if spec else None, meta[key][0]))
+            spec.bandwidth_gbs if spec else None, meta[key][0], tuple(ids)))
     return sorted(out, key=lambda k: -k.time_ns)
 
 
