@@ -180,6 +180,10 @@ class StepEfficiency:
                                   else round(self.tensor_core_share, 4)),
             "reason": self.reason or None,
             "kernels": [k.to_dict() for k in self.furthest_below(20)],
+            # the 30 longest kernels with FLOPs: the HTML roofline's points
+            "roofline": [k.to_dict() for k in sorted(
+                (k for k in self.kernels if k.intensity is not None and k.bound),
+                key=lambda k: -k.time_ns)[:30]],
         }
 
 
@@ -263,19 +267,18 @@ def step_efficiency(graph: OpGraph, steps: Sequence[Step],
     n = max(len(steps), 1)
     by_precision: dict[str, float] = defaultdict(float)
     compute_ns = known_ns = 0
-    for op in ops:
-        if op.kind.value == "kernel" and classify(op) in _COMPUTE:
-            compute_ns += op.duration_ns
-    for k in kernels:
-        if k.category in (c.value for c in _COMPUTE) and k.flops is not None:
-            known_ns += k.time_ns
     model = 0.0
     seen: set[int] = set()
     for op in ops:
         if op.kind.value != "kernel" or classify(op) not in _COMPUTE:
             continue
+        compute_ns += op.duration_ns
         rid, work = _work(graph, op, op_precision(graph, op))
-        if rid is None or work is None or rid in seen:
+        if rid is None or work is None:
+            continue
+        if work.flops is not None:
+            known_ns += op.duration_ns
+        if rid in seen:
             continue
         seen.add(rid)
         if work.model_flops:
