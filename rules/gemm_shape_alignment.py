@@ -33,12 +33,23 @@ PAD_TO = 64
 nanoGPT uses for its vocabulary (50257 -> 50304)."""
 
 
+SIMILAR_SIZE = 20.0
+"""How far apart in work per launch a reference GEMM may be. A vocabulary GEMM is the largest
+of a language model's; the next are its MLP GEMMs, 16.4x smaller in GPT-2 (8192x768x3072 against
+8192x768x50304), and both fill an H100: nanoGPT's ran at 665-772 and 717-837 TFLOP/s
+(fixtures/public/nanogpt). Smaller GEMMs reach less, so a reference far smaller than the padded
+GEMM makes the estimate conservative, never optimistic."""
+
+
 def unaligned(k: KernelEfficiency) -> tuple[int, ...]:
-    """The sizes (M, K, N) of a tensor-core GEMM that are not multiples of its datatype's tile."""
+    """The sizes (M, K, N) of a tensor-core GEMM that are not multiples of its datatype's tile.
+
+    Sizes under `PAD_TO` are left out: a GEMM with N = 1 is a matrix-vector product and one with
+    a few columns (a 4-way classifier) is narrow by design; padding them multiplies their work."""
     need = MULTIPLE.get(k.precision)
     if need is None or k.category != "gemm" or not k.sizes or len(k.sizes) != 4:
         return ()
-    return tuple(d for d in k.sizes[1:] if d % need)
+    return tuple(d for d in k.sizes[1:] if d % need and d >= PAD_TO)
 
 
 def padded_flops(k: KernelEfficiency) -> float:
@@ -121,8 +132,8 @@ class GemmShapeAlignment(Rule):
     status = Status.PREVIEW
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
     options: ClassVar[Mapping[str, Option]] = {
-        "similar-size": Option(4.0, "aligned GEMMs within this factor of the padded GEMM's work "
-                                    "per launch are its reference efficiency"),
+        "similar-size": Option(SIMILAR_SIZE, "aligned GEMMs within this factor of the padded "
+                                             "GEMM's work per launch are its reference efficiency"),
     }
     explained_by: ClassVar[Mapping[str, str]] = {
         "unfused-attention": "score GEMMs sized by the sequence length, gone in fused attention",
