@@ -72,10 +72,11 @@ def operands(m: int, k: int, n: int, dtype: str) -> tuple[torch.Tensor, torch.Te
 
 
 def timed(fn, min_run_time: float) -> float:
-    """Median seconds per call, no profiler."""
+    """Median seconds per call, no profiler. torch.utils.benchmark synchronizes CUDA around each
+    block of calls, not after every call (a sync per call would add its latency to each GEMM)."""
     fn()
     sync()
-    return tb.Timer(stmt="fn(); sync()", globals={"fn": fn, "sync": sync}).blocked_autorange(
+    return tb.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(
         min_run_time=min_run_time).median
 
 
