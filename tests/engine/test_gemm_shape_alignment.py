@@ -3,8 +3,9 @@ sizes 647/30/15, a TimeSformer on the H100 with 3137-token BF16 score GEMMs) and
 (nanoGPT GPT-2, whose vocabulary is already padded to 50304; HF GPT-2's 50257 vocabulary runs
 in FP32 on CUDA cores, where alignment does not pick the kernel: fp32-matmul's case).
 
-No fixture holds a BF16 GPT-2 step with the 50257 vocabulary (nanoGPT pads it), so the padded vs
-unpadded vocabulary GEMM is measured on the H100 by benchmarks/gemm_efficiency.py instead."""
+HF GPT-2 in BF16 (run_clm.py, `advisor profile`, H100; fixtures/unprofiled/h100-2026-11-23d) keeps
+GPT-2's 50257-token vocabulary: its three logits GEMMs per step are the public example. The
+padded step is not captured yet: benchmarks/scenarios/gemm-shape-alignment is that capture."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ RULE = "gemm-shape-alignment"
 HTA = shared("hta/trace_diff/control/control.json.gz")
 TIMESFORMER = shared("tracelens/h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz")
 NANOGPT = ROOT / "fixtures" / "public" / "nanogpt" / "trace.json.gz"
+HF_BF16 = (ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23d" / "public" / "hf_bf16_stack"
+           / "trace_rank0.json.gz")
 
 
 @cache
@@ -42,6 +45,19 @@ def test_raised_on_unaligned_tf32_gemms_with_an_estimate():
     est = f.estimate
     assert est is not None and est.speedup > 1.0 and est.low <= est.speedup <= est.high
     assert "647" in f.message and "multiple of 64" in f.fix.title
+
+
+def test_raised_on_gpt2_vocabulary_of_50257_in_bf16():
+    f = finding(HF_BF16)
+    assert f is not None
+    assert f.evidence.ranges == ("aten::mm",) and "50257" in f.message
+    q = f.evidence.quantities
+    assert q["unaligned_shapes"] == 3  # the logits GEMM and its two backward GEMMs
+    # low-alignment CUTLASS kernels at ~95 TFLOP/s against ~700 for the aligned MLP GEMMs
+    assert q["unaligned_tflops"] * 4 < q["aligned_reference_tflops"]
+    assert 10e6 < q["unaligned_gemm_ns_per_step"] < 20e6
+    assert 1.1 < f.estimate.speedup < 1.3
+    assert f.fix.title.startswith("Pad 50257 to a multiple of 64")
 
 
 def test_raised_on_bf16_score_gemms_of_a_3137_token_sequence():
