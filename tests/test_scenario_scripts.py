@@ -18,7 +18,7 @@ from tests.conftest import ROOT
 HERE = ROOT / "benchmarks" / "scenarios"
 SCRIPTS = sorted(p.parent.name for p in HERE.glob("*/scenario.py"))
 TAKES_DEVICE = {"cpu-bound-loss", "host-sync", "loader-jitter", "rng-bound-dropout",
-                "unfused-gemm-gelu"}
+                "unfused-gemm-gelu", "gemm-shape-alignment"}
 
 
 @pytest.fixture(scope="module")

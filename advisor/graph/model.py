@@ -97,6 +97,9 @@ class CpuRange:
     # carry ``fwd_thread`` 0. -1: not recorded.
     sequence: int = -1
     fwd_thread: int = -1
+    # The scalar arguments of an attention operator (Kineto ``Concrete Inputs``), as text:
+    # ``is_causal`` halves its FLOPs (`advisor.graph.flops`). None: not recorded or not kept.
+    concrete: tuple[str, ...] | None = None
 
     @property
     def duration_ns(self) -> int:

@@ -56,6 +56,9 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         )
         if basis is not None and basis.withheld:
             console.print(f"[yellow]No speedup estimates: {markup(basis.withheld, 10_000)}.[/]")
+        line = efficiency_line(rep)
+        if line:
+            console.print(line)
         m = st.measured
         if m is not None:
             console.print(
@@ -165,6 +168,24 @@ def combination_lines(c) -> list[str]:
         held = "; it holds the estimate up" if c.floor_binds else ""
         out.append(f"floor: {c.floor.what}, {_ms(c.floor.ns)} per step{held}")
     return out
+
+
+def efficiency_line(rep: Report) -> str:
+    """One headline line: the step's MFU against its datatype's peak, and the share of GEMM
+    time on tensor cores (advisor.engine.efficiency); empty when neither is known."""
+    e = rep.efficiency
+    if e is None or (e.mfu is None and e.tensor_core_share is None):
+        return ""
+    parts = []
+    if e.mfu is not None:
+        at_least = "" if (e.flops_coverage or 0) >= 0.995 else ">="
+        parts.append(f"MFU {at_least}{e.mfu:.0%} of {e.gpu} {e.precision} "
+                     f"{e.peak_tflops:.0f} TFLOP/s")
+    else:
+        parts.append(f"MFU unknown ({e.reason})")
+    if e.tensor_core_share is not None:
+        parts.append(f"tensor cores {e.tensor_core_share:.0%} of GEMM time")
+    return markup("; ".join(parts), 10_000)
 
 
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:

@@ -25,6 +25,7 @@ from advisor.report import html_view as view
 from advisor.report import palette, source_view
 from advisor.report.json_report import SCHEMA_VERSION, to_dict
 from advisor.report.model import Report, as_report
+from advisor.report.roofline_view import roofline_svg
 from advisor.report.step_chart import step_chart
 from advisor.report.units import share
 from advisor.safe_text import visible
@@ -97,6 +98,7 @@ def _context(rep: Report) -> dict[str, Any]:
         "idle_causes": view.shares(steps["idle_causes_ms"], median_ms,
                                    lambda k: "idle-" + palette.idle_class(k)),
         "top_kernels": report["kernels"]["top"],
+        "roofline": roofline_svg(report.get("efficiency")),
         "kernel_total_ms": sum(v or 0.0 for v in categories.values()),
         "median_ms": median_ms,
         "baseline_ms": baseline_ms,

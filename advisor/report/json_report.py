@@ -241,6 +241,10 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
         },
         # Without steps: where the GPU time of the whole loaded trace went (else null).
         "whole_trace": _whole_trace(rep.whole_trace),
+        # MFU, tensor-core share, the kernels furthest below their roof (engine/efficiency.py)
+        "efficiency": rep.efficiency.to_dict() if rep.efficiency is not None else None,
+        # kernels per step, launch-to-start delays, kernel variability (graph/launch_stats.py)
+        "launches": rep.launches.to_dict() if rep.launches is not None else None,
         "findings": [_finding(f) for f in rep.findings],
         "skipped": [{"rule": x.rule, "reason": x.reason} for x in rep.skipped],
         "below_threshold": [_below(f) for f in rep.below_threshold],

@@ -22,10 +22,12 @@ from functools import cached_property, partial
 from typing import Any, Protocol
 
 from advisor.analysis import Analysis
+from advisor.engine.efficiency import StepEfficiency, step_efficiency
 from advisor.engine.framework import FrameworkInfo
 from advisor.engine.rule import Estimate, Finding, Skipped, skipped_by_reason
 from advisor.engine.runner import ReplayCheck
 from advisor.engine.step_basis import StepBasis
+from advisor.graph.launch_stats import LaunchStats, launch_stats
 from advisor.graph.model import StepSource, TraceInfo
 from advisor.graph.step_breakdown import KernelStat
 from advisor.graph.step_metrics import StepMetrics, step_metrics
@@ -140,6 +142,10 @@ class Report:
     source: SourceSection | None = None  # the user's source lines (`report.source_view`)
     framework: FrameworkInfo | None = None  # whose knobs the fixes use, and why
     tried: Tried | None = None  # `advisor profile --try`: fixes measured on the job
+    # How well the steps use the GPU (MFU, tensor cores, kernels against their roof) and their
+    # launch statistics (advisor.engine.efficiency, advisor.graph.launch_stats); None: no steps.
+    efficiency: StepEfficiency | None = None
+    launches: LaunchStats | None = None
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         return skipped_by_reason(self.skipped)
@@ -192,7 +198,16 @@ def build_report(analysis: Analysis, timeline: bool = False) -> Report:
         source=SourceSection.of(analysis),
         framework=r.framework,
         tried=getattr(analysis, "tried", None),
+        efficiency=_efficiency(analysis),
+        launches=launch_stats(analysis.graph, [b.step for b in analysis.summary.steps]),
     )
+
+
+def _efficiency(analysis: Analysis) -> StepEfficiency | None:
+    steps = [b.step for b in analysis.summary.steps]
+    if not steps:
+        return None
+    return step_efficiency(analysis.graph, steps, analysis.results.baseline_step_ns)
 
 
 def _timeline(analysis: Analysis) -> Timeline:

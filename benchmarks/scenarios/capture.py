@@ -26,7 +26,7 @@ HARNESS = os.path.join(HERE, "harness.py")
 ALL = [
     "cpu-bound-loss", "loader-jitter", "rng-bound-dropout", "unfused-attention",
     "unfused-gemm-gelu", "uncaptured-cuda-graph", "pageable-memcpy", "host-sync",
-    "fp32-matmul", "fp8-candidate", "compiler-fusion",
+    "fp32-matmul", "fp8-candidate", "compiler-fusion", "gemm-shape-alignment",
 ]
 NSYS_FLAGS = ["-t", "cuda,nvtx,osrt,cublas,cudnn", "--sample=none", "--cpuctxsw=none",
               "--capture-range=cudaProfilerApi", "--capture-range-end=stop", "-f", "true"]

@@ -313,6 +313,9 @@ class EventMapper:
                        tid if type(tid) is int else as_int_id(tid),
                        _OPERATOR, "", shapes, dtypes)
         self.out.ranges.append(rng)
+        concrete = args.get("Concrete Inputs")
+        if isinstance(concrete, list) and "attention" in known[0]:  # is_causal (graph.flops)
+            rng.concrete = tuple(str(c)[:16] for c in concrete[:24])
         seq, fwd = args.get("Sequence number"), args.get("Fwd thread id")
         if type(seq) is int and type(fwd) is int and seq >= 0 and fwd >= 0:
             rng.sequence, rng.fwd_thread = seq, fwd

@@ -1,0 +1,93 @@
+"""Kernel launch statistics and the same kernel's spread across steps (HTA's kernel-launch and
+kernel-variability views, on the analysed steps).
+
+* **Launch-to-start delay**: from the start of the host call that enqueued a kernel to the
+  kernel's start on the GPU. A short delay on most kernels means the GPU waits for the host
+  (launch-bound); a long one means a queue of work ahead of it (the host runs ahead, as it
+  should). Reported as a distribution (p10, p50, p90, max), not a mean: the two regimes mix.
+* **Variability**: a kernel (by name and grid) launched in every analysed step, its time per
+  step across steps: the spread (max - min over the median) says whether a step-to-step
+  difference comes from the GPU's work itself (clocks, contention, data-dependent kernels) or
+  from around it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from advisor.graph.kernels import short_name
+from advisor.graph.model import GpuOpKind, OpGraph, Step
+
+
+def _quantile(sorted_values: Sequence[int], q: float) -> int:
+    return sorted_values[min(len(sorted_values) - 1, int(q * (len(sorted_values) - 1) + 0.5))]
+
+
+@dataclass(frozen=True)
+class KernelSpread:
+    kernel: str
+    grid: tuple[int, int, int] | None
+    median_ns: float  # time per step
+    min_ns: int
+    max_ns: int
+
+    @property
+    def spread(self) -> float:
+        return (self.max_ns - self.min_ns) / self.median_ns if self.median_ns else 0.0
+
+
+@dataclass(frozen=True)
+class LaunchStats:
+    kernels_per_step: float
+    delays_ns: tuple[int, int, int, int] | None  # p10, p50, p90, max; None: no traced launches
+    launched: int  # kernels whose launch call is in the trace
+    variability: tuple[KernelSpread, ...]
+
+    def to_dict(self, top: int = 10) -> dict:
+        d = self.delays_ns
+        return {
+            "kernels_per_step": round(self.kernels_per_step, 2),
+            "launch_to_start_us": None if d is None else
+            {k: round(v / 1e3, 2) for k, v in zip(("p10", "p50", "p90", "max"), d, strict=True)},
+            "launches_traced": self.launched,
+            "variability": [
+                {"kernel": v.kernel, "grid": list(v.grid) if v.grid else None,
+                 "median_ms": round(v.median_ns / 1e6, 4), "min_ms": round(v.min_ns / 1e6, 4),
+                 "max_ms": round(v.max_ns / 1e6, 4), "spread": round(v.spread, 3)}
+                for v in self.variability[:top]],
+        }
+
+
+def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
+    """Launch delays and kernel variability over ``steps`` (None without steps)."""
+    if not steps:
+        return None
+    delays: list[int] = []
+    per_step: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    count = 0
+    for i, s in enumerate(steps):
+        for op in graph.step_ops(s):
+            if op.kind is not GpuOpKind.KERNEL:
+                continue
+            count += 1
+            call = graph.launcher(op)
+            if call is not None:
+                delays.append(max(0, op.start_ns - call.start_ns))
+            per_step[(op.name, op.grid)][i] += op.duration_ns
+    delays.sort()
+    spreads = []
+    for (name, grid), by_step in per_step.items():
+        if len(by_step) < len(steps) or len(steps) < 2:
+            continue  # not in every step: a spread would mix presence with duration
+        times = list(by_step.values())
+        spreads.append(KernelSpread(short_name(name), grid, statistics.median(times),
+                                    min(times), max(times)))
+    # the kernels whose spread costs the most time first
+    spreads.sort(key=lambda v: -(v.max_ns - v.min_ns))
+    return LaunchStats(
+        count / len(steps),
+        (*(_quantile(delays, q) for q in (0.1, 0.5, 0.9)), delays[-1]) if delays else None,
+        len(delays), tuple(spreads))
