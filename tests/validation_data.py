@@ -212,3 +212,28 @@ def public_speedup(case: str, before: str, after: str) -> float:
 
     ms = json.loads((PUBLIC / "measured.json").read_text())[case]["step_ms"]
     return float(ms[before] / ms[after])
+
+
+# ----- step time: what advisor reports against the unprofiled measurement -----------------------
+
+STEP_TIME_BAND = 0.10
+"""The README's claim: the reported (unprofiled) step within 10% of the measured one."""
+
+
+def step_time_errors(fmt: str) -> dict[str, float]:
+    """Capture (``rule/variant``) -> (reported unprofiled step - measured) / measured, for every
+    scenario capture of the fit set in that format (benchmarks/step_time_check.py prints them)."""
+    import json
+
+    from advisor.analysis import analyze
+
+    out: dict[str, float] = {}
+    for d in sorted(p for p in SCENARIOS.glob("*/*") if (p / "timing.json").exists()):
+        path = d / TRACE_FILE[fmt]
+        if not path.exists():
+            continue
+        measured = mean_ms(json.loads((d / "timing.json").read_text()))
+        a = analyze(path)
+        unprofiled = (a.results.replay.unprofiled_mean_ns or a.summary.mean_step_ns) / 1e6
+        out[f"{d.parent.name}/{d.name}"] = (unprofiled - measured) / measured
+    return out
