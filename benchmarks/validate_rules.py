@@ -31,7 +31,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.validation_data import SETS, Row, gain_bound, saving, scenario_dirs, validate  # noqa: E402
+from tests.validation_data import (  # noqa: E402
+    SETS,
+    Row,
+    gain_bound,
+    markdown_cells,
+    saving,
+    scenario_dirs,
+    validate,
+)
 
 
 def rows_for(set_arg: str, rules: list[str], tmp: Path) -> list[tuple[str, Row]]:
@@ -64,15 +72,6 @@ def _print_text(rows: list[tuple[str, Row]]) -> None:
               f"{({None: '-', False: 'yes', True: 'NO'}[r.good_raises]):>10}  {'yes' if r.ok else 'NO'}")
 
 
-def _cell(r: Row | None) -> list[str]:
-    if r is None or not r.estimated:
-        return ["–", "–", "–"]
-    rng = f" ({r.low:.2f}-{r.high:.2f})" if r.low and r.high and r.high - r.low >= 0.005 else ""
-    ratio = f"{r.ratio:.2f}" if r.speedup_ok else f"**{r.ratio:.2f}**"
-    err = f"{saving(r.estimated):.1%} ({r.gain_error:+.0%})"
-    return [f"{r.estimated:.2f}x{rng}", ratio, err if r.gain_ok else f"**{err}**"]
-
-
 def _print_markdown(rows: list[tuple[str, Row]]) -> None:
     print("| set | rule | measured | gain measured | gain bound | nsys estimate (range) | est/meas "
           "| nsys gain (error) | torch.profiler estimate (range) | est/meas | torch.profiler gain (error) |")
@@ -83,7 +82,7 @@ def _print_markdown(rows: list[tuple[str, Row]]) -> None:
         nsys, kin = by.get((name, rule, "nsys")), by.get((name, rule, "kineto"))
         m = (nsys or kin).measured  # type: ignore[union-attr]
         print(f"| {name} | {rule} | {m:.2f}x | {saving(m):.1%} | {gain_bound(rule):.0%} | "
-              + " | ".join(_cell(nsys) + _cell(kin)) + " |")
+              + " | ".join(markdown_cells(nsys) + markdown_cells(kin)) + " |")
 
 
 def _summary(rows: list[tuple[str, Row]]) -> None:

@@ -217,3 +217,17 @@ def test_a_stable_rule_is_validated_on_both_trace_formats(rule: str, request):
                   "check gain": CHECK_GAIN_MISSES}
         misses = [(name, fmt) for name, table in tables.items() for fmt in FORMATS if (rule, fmt) in table]
         assert not misses, f"{rule} is stable but its estimate misses on a real capture: {misses}"
+
+
+DOCS = (vd.ROOT / "docs" / "validation.md").read_text()
+
+
+@pytest.mark.grouped_by("rule", "fmt")
+@pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
+def test_the_docs_table_shows_this_estimate_and_its_gain(rows, rule, fmt):
+    """docs/validation.md's rules table is `benchmarks/validate_rules.py --markdown`'s: each fit-set
+    row carries what the code estimates now, beside the speedup ratio (issue 35)."""
+    line = next((x for x in DOCS.splitlines() if x.startswith(f"| fit | {rule} |")), None)
+    assert line is not None, f"{rule}: no row in docs/validation.md"
+    for cell in vd.markdown_cells(rows[(rule, fmt)]):
+        assert f"| {cell} |" in line, (cell, line)

@@ -168,6 +168,17 @@ def scenario_dirs(set_name: str) -> list[Path]:
     return sorted(p for p in SETS[set_name].iterdir() if p.is_dir())
 
 
+def markdown_cells(r: Row | None) -> list[str]:
+    """The estimate, est/meas and gain (error) cells of docs/validation.md's rules table; bold
+    where outside the bound (benchmarks/validate_rules.py --markdown prints them)."""
+    if r is None or not r.estimated:
+        return ["–", "–", "–"]
+    rng = f" ({r.low:.2f}-{r.high:.2f})" if r.low and r.high and r.high - r.low >= 0.005 else ""
+    ratio = f"{r.ratio:.2f}" if r.speedup_ok else f"**{r.ratio:.2f}**"
+    err = f"{saving(r.estimated):.1%} ({r.gain_error:+.0%})"
+    return [f"{r.estimated:.2f}x{rng}", ratio, err if r.gain_ok else f"**{err}**"]
+
+
 # ----- healthy traces: every rule must stay quiet on them (benchmarks/rule_matrix.py) -----------
 
 def healthy_traces() -> list[Path]:
