@@ -59,14 +59,15 @@ UNMEASURED: dict[tuple[str, str], str] = {
 """(trace label, rule) -> why it is not a measured true finding."""
 
 FIX = {
-    "compiler-fusion": "variant good-compile: the good step's model wrapped in torch.compile",
-    "fp8-candidate": "variant good-fp8: the good step's Linear layers through torchao float8 "
-                     "(convert_to_float8_training) + torch.compile, as compiler-fusion's fp8-compile "
-                     "route",
-    "unfused-gemm-gelu": "variant good-epilogue: fc1 + GELU in one cuBLASLt call "
-                         "(torch._addmm_activation, as unfused-gemm-gelu's good variant), or "
-                         "torch.compile(mode='max-autotune') on the compiled GPT",
-    "fp32-matmul": "variant good-bf16: the captured graph recorded under torch.autocast(bfloat16)",
-    "host-sync": "none available (third-party trace)",
+    "compiler-fusion": "`harness.py timing --variant good --fix compile` against `--variant good`",
+    "fp8-candidate": "`--fix fp8-compile` against `--fix compile` (torchao float8, compiled: the "
+                     "route the rule names)",
+    "unfused-gemm-gelu": "`--fix max-autotune` against `--fix compile` (Inductor's GEMM epilogues); "
+                         "on compiler-fusion: `--variant gpt2-eager --fix max-autotune` against "
+                         "`--variant gpt2-compile`",
+    "fp32-matmul": "a `good-bf16` variant to add to uncaptured-cuda-graph's scenario: the graph "
+                   "captured under torch.autocast(bfloat16)",
+    "host-sync": "none: a third party's trace",
 }
-"""The fix each rule names, as a scenario variant to add for the measurement (docs/validation.md)."""
+"""How to time the fix each rule names on a fixed scenario (benchmarks/scenarios/harness.py
+``--fix``; docs/validation.md has the device commands)."""
