@@ -54,3 +54,10 @@ def test_an_unmeasured_finding_is_not_raised_on_a_healthy_step(label: str, rule:
     request.applymarker(pytest.mark.xfail(reason=UNMEASURED[(label, rule)], strict=True))
     raised = [f for f in _analysis(label).results.findings if f.rule == rule]
     assert not raised, f"{label}: {rule} {raised[0].estimate.speedup:.2f}x, never measured"
+
+
+def test_the_docs_table_lists_every_unmeasured_finding():
+    """docs/validation.md's table (`benchmarks/rule_matrix.py --markdown`) names each entry."""
+    docs = (vd.ROOT / "docs" / "validation.md").read_text()
+    missing = [k for k in UNMEASURED if f"| `{k[0]}` | {k[1]} |" not in docs]
+    assert not missing
