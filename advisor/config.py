@@ -142,7 +142,11 @@ def _coerce(rule: type[Rule], key: str, value: object, where: str) -> object:
             value, (float, int) if isinstance(default, float) else type(default)):
         raise ConfigError(f"{where}: {rule.name}.{key} must be a {type(default).__name__} "
                           f"(its default is {default!r}), not {value!r}")
-    return float(value) if isinstance(default, float) else value
+    value = float(value) if isinstance(default, float) else value
+    problem = rule.options[key].problem(value)
+    if problem:
+        raise ConfigError(f"{where}: {rule.name}.{key} {problem}, not {value!r}")
+    return value
 
 
 def resolve(rules: list[type[Rule]], settings: RuleSettings

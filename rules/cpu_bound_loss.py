@@ -13,6 +13,7 @@ from advisor.graph import api_names
 from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
+from advisor.graph.phase_content import has_loss_code
 from advisor.graph.queries import (
     graphable_regions,
     launched_ops,
@@ -65,7 +66,9 @@ class CpuBoundLoss(Rule):
 
     What it detects
     ---------------
-    A loss (the ``loss`` phase, or the loss operators when phases are not marked) inside which
+    A loss (the ``loss`` phase, or the loss operators when phases are not marked) that holds
+    loss code (a loss operator, module or function; a ``loss`` phase cut by position that turns
+    out to be data preparation is the data phase, `loader-jitter`'s) inside which
     the GPU sits idle for at least 10% of the step because the host holds it back: host syncs
     inside it that waited (``.item()``, ``.cpu()``, ``.tolist()``, data-dependent branches), or,
     without syncs, GPU idle of at least half the loss's GPU time (a per-sample Python loop that
@@ -158,8 +161,8 @@ class CpuBoundLoss(Rule):
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
         spans = loss_spans(graph, steps)
-        if not spans:
-            return
+        if not spans or not has_loss_code(graph, steps, spans):
+            return  # between forward and backward, but no loss runs there (data preparation)
         projector = graph.projector
         pid = steps[0].pid
         windows = [(projector.gpu_time(pid, a), projector.gpu_time(pid, b)) for a, b in spans]

@@ -94,7 +94,9 @@ class LoaderJitter(Rule):
     -------------
     The fix depends on the mechanism the evidence shows, and so does the model:
 
-    - input produced on the training thread (``num_workers=0``): with N worker processes each
+    - input produced on the training thread (``num_workers=0``, or a hand-written batch
+      fetch such as nanoGPT's ``get_batch`` between forward and backward, which
+      `advisor.graph.phase_content` names the data phase): with N worker processes each
       batch is loaded in parallel with the step, so the training thread waits only for what
       N workers cannot supply during the rest of the step, ``max(5% handover, D/N - C)`` per
       step (D the data phase, C the rest of the step). N is bounded by the host: the cores this
@@ -132,7 +134,8 @@ class LoaderJitter(Rule):
             OUTLIER_MADS,
             "a step is an outlier above the median plus this many median absolute deviations: "
             "raise it for a job whose steps legitimately vary (variable sequence lengths), "
-            "lower it to catch milder jitter"),
+            "lower it to catch milder jitter",
+            minimum=0.0, maximum=1000.0),
     }
     mechanisms: ClassVar[Mapping[str, str]] = {
         "main-thread-loading": "the training thread loads each batch itself (num_workers=0) "
@@ -149,12 +152,23 @@ class LoaderJitter(Rule):
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "main-thread-loading",
-            "Load batches in $workers DataLoader worker processes (now num_workers=0), pinned "
-            "and prefetched",
+            "Prepare batches off the training thread: $workers DataLoader worker processes "
+            "(now num_workers=0) or a prefetch thread, pinned, copied non_blocking, indexing "
+            "vectorised",
             "loader = DataLoader(dataset, batch_size=batch_size, shuffle=True,\n"
             "                    num_workers=$workers,        # was 0: loading ran on the training thread\n"
             "                    pin_memory=True, persistent_workers=True, prefetch_factor=4)\n"
-            "# then copy with x.cuda(non_blocking=True)"),
+            "# then copy with x.cuda(non_blocking=True)\n"
+            "# a hand-written get_batch(): build batch N+1 while step N runs\n"
+            "import queue, threading\n"
+            "batches = queue.Queue(maxsize=4)\n"
+            "def fill():\n"
+            "    while True:\n"
+            "        x, y = get_batch('train')   # one fancy-index gather, not a Python loop of slices\n"
+            "        batches.put((x.pin_memory().to(device, non_blocking=True),\n"
+            "                     y.pin_memory().to(device, non_blocking=True)))\n"
+            "threading.Thread(target=fill, daemon=True).start()\n"
+            "X, Y = batches.get()                # in the loop, instead of get_batch('train')"),
         FixVariant(
             "main-thread-loading",
             "Set TrainingArguments(dataloader_num_workers=$workers) so batches load in worker "

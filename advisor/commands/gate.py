@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from advisor.commands.numbers import FiniteFloatRange
 from advisor.errors import AdvisorError, AnalysisError
 from advisor.ingest.base import LoadOptions
 
@@ -22,14 +23,17 @@ def _is_job(p: Path) -> bool:
     return p.is_dir() or any(ch in str(p) for ch in "*?[")
 
 
-def _job_gate(baseline: Path, candidate: Path, threshold: float) -> int:
+def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: LoadOptions,
+              github_annotations: bool) -> int:
     from advisor.job.api import analyze_job
-    from advisor.job.gate import compare_jobs, render
+    from advisor.job.gate import compare_jobs, render, render_annotations
 
-    base = analyze_job([baseline], rank_rules="none")
-    cand = analyze_job([candidate], rank_rules="none")
+    base = analyze_job([baseline], rank_rules="none", load_options=load_options)
+    cand = analyze_job([candidate], rank_rules="none", load_options=load_options)
     result = compare_jobs(base, cand, threshold)
-    click.echo(render(result), nl=False)
+    click.echo(render(result), nl=False)  # made safe and wrapped by `render`
+    if github_annotations:
+        click.echo(render_annotations(result), nl=False)
     if result.status == "inconclusive":
         raise AnalysisError("gate inconclusive: " + result.reason)
     return result.exit_code
@@ -39,7 +43,7 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float) -> int:
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
 @click.option("--threshold", default=5.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True, max=1000),
+              type=FiniteFloatRange(min=0, min_open=True, max=1000),
               help="Step-time increase, in percent, that fails when also significant.")
 @click.option("--allow", "allow", multiple=True, metavar="RULE",
               help="Accept regressions named by this rule (name or code); repeatable.")
@@ -53,7 +57,8 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float) -> int:
               help="Write the verdict as JSON here.")
 @click.option("--steps", "step_pattern", metavar="REGEX",
               help="The ranges that are the steps in both traces (see `advisor analyze`).")
-@click.option("--pid", type=int, help="The process (rank) to compare in both traces.")
+@click.option("--pid", type=click.IntRange(min=0, max=2**63 - 1),
+              help="The process (rank) to compare in both traces.")
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
             json_out: Path | None, step_pattern: str | None, pid: int | None) -> int:
@@ -64,35 +69,45 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
     Exit 0: pass. 1: regression (stdout says what, by how much, and the rules). 2: could not
     compare (unreadable input, no steps, different workloads, too few or too noisy steps).
     """
-    if _is_job(baseline) or _is_job(candidate):  # several ranks per run: compare the jobs
-        if markdown_out or junit_out or json_out:
-            # the job verdict has no file renderings: fail closed, so CI never reads an earlier
-            # run's verdict from a file this run was asked to write
-            from advisor.gate.outputs import OutputRequest, check_requested
+    from advisor.gate.outputs import OutputRequest, check_requested, clear_outputs
 
-            request = OutputRequest(markdown_out, junit_out, json_out)
-            check_requested((baseline, candidate), request)
-            message = ("--markdown, --junit and --json are not available when comparing jobs "
-                       "(folders or globs of rank traces)")
+    request = OutputRequest(markdown_out, junit_out, json_out)
+    check_requested((baseline, candidate), request)
+    # Last run's verdict goes before any work: a gate killed by any signal (SIGKILL included)
+    # leaves no file rather than a stale "pass"; the verdict is written once, at the end.
+    clear_outputs(request)
+    if _is_job(baseline) or _is_job(candidate):  # several ranks per run: compare the jobs
+        if markdown_out or junit_out or json_out or allow:
+            # the job verdict has no file renderings and no rule attribution to allow: fail
+            # closed, so CI never reads an earlier run's verdict nor a regression let through
+            message = ("--markdown, --junit, --json and --allow are not available when "
+                       "comparing jobs (folders or globs of rank traces)")
             _fail_closed(message, request, github_annotations)
             raise AnalysisError(message)
-        return _job_gate(baseline, candidate, threshold / 100)
+        if pid is not None:
+            message = ("--pid picks one process of one trace; a job gate compares every rank "
+                       "(gate that rank's traces alone to pick a process)")
+            _fail_closed(message, request, github_annotations)
+            raise AnalysisError(message)
+        try:
+            return _job_gate(baseline, candidate, threshold / 100,
+                             LoadOptions(step_pattern=step_pattern), github_annotations)
+        except AdvisorError as e:
+            if github_annotations and not str(e).startswith("gate inconclusive"):
+                from advisor.gate.render.github import render_error_annotation
+
+                click.echo(render_error_annotation(str(e)), nl=False)
+            raise
     from advisor.engine.registry import load_rules, select
     from advisor.gate.compare import Policy, gate
-    from advisor.gate.outputs import (
-        OutputRequest,
-        check_requested,
-        write_outputs,
-    )
+    from advisor.gate.outputs import write_outputs
     from advisor.gate.render.github import render_annotations
     from advisor.gate.render.text import render_text
 
-    allowed = select(load_rules(), list(allow)) if allow else []
-    policy = Policy(threshold=threshold / 100,
-                    allow=frozenset(k for r in allowed for k in (r.name, r.code)))
-    request = OutputRequest(markdown_out, junit_out, json_out)
-    check_requested((baseline, candidate), request)
     try:
+        allowed = select(load_rules(), list(allow)) if allow else []
+        policy = Policy(threshold=threshold / 100,
+                        allow=frozenset(k for r in allowed for k in (r.name, r.code)))
         result = gate(str(baseline), str(candidate), policy,
                       LoadOptions(step_pattern=step_pattern, pid=pid))
         write_outputs(result, request)

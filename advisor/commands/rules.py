@@ -46,7 +46,8 @@ def command(name: str | None, write_docs: str | None) -> int:
             console.print(Markdown(f"### {title}\n\n{body}"))
         if rule.options:
             console.print(Markdown("### Options\n\n" + "\n".join(
-                f"- `{key}` (default `{opt.default!r}`): {opt.doc}"
+                f"- `{key}` (default `{opt.default!r}`"
+                f"{', ' + opt.range_text() if opt.range_text() else ''}): {opt.doc}"
                 for key, opt in rule.options.items())
                 + f"\n\nSet in pyproject.toml under `[tool.advisor.options.{rule.name}]` or with "
                   f"`--rule-option {rule.name}.KEY=VALUE`."))

@@ -9,7 +9,8 @@ from functools import cached_property
 from string import Template
 
 from advisor.engine.effects import Effect
-from advisor.engine.framework import FrameworkInfo, detect
+from advisor.engine.fix_variants import unknown_framework_fix
+from advisor.engine.framework import NO_PYTORCH, UNKNOWN, FrameworkInfo, detect
 from advisor.engine.host import HostFacts
 from advisor.engine.profiler_cost import Calibration
 from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
@@ -178,8 +179,11 @@ class RuleContext:
             requires: tuple[str, ...] = ()) -> Fix:
         """The rule's declared fix for ``mechanism`` in the detected framework (plain PyTorch
         where the rule declares none for it), its ``$names`` filled from ``params``."""
-        variant = rule.fix_for(mechanism, self.framework.name)
         values = {k: str(v) for k, v in (params or {}).items()}
+        name = self.framework.name
+        if name in (UNKNOWN, NO_PYTORCH):
+            return unknown_framework_fix(rule, mechanism, values, requires, name)
+        variant = rule.fix_for(mechanism, name)
         return Fix(title=Template(variant.title).substitute(values),
                    snippet=Template(variant.snippet).substitute(values),
                    kind=variant.kind, requires=requires, mechanism=mechanism,

@@ -44,7 +44,11 @@ def frameworks_markdown(rules: list[type[Rule]]) -> str:
              "framework`: under `advisor profile` from the script's imports and the stack of its "
              "first `optimizer.step()`, else from the trace's Python frames and the ranges the "
              "frameworks emit) and gives that framework's fix; a framework without its own "
-             "variant gets the plain-PyTorch one. `$name` is filled from the trace.", "",
+             "variant (FSDP among them) gets the plain-PyTorch one. When the trace cannot say "
+             "(PyTorch ran, but no Python frames or framework ranges show who runs the loop) "
+             "the fix gives the plain-PyTorch, HF Trainer, accelerate and Lightning columns "
+             "side by side; a trace with no PyTorch in it gets no PyTorch fix "
+             "(`advisor.engine.fix_variants`). `$name` is filled from the trace.", "",
              "| rule | mechanism | " + " | ".join(FRAMEWORK_LABELS[f] for f in FRAMEWORKS) + " |",
              "|---|---|" + "---|" * len(FRAMEWORKS)]
     for rule in rules:

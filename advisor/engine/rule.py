@@ -14,6 +14,7 @@ model and all findings' fixes can be applied together.
 
 from __future__ import annotations
 
+import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
@@ -72,8 +73,35 @@ class Requirement(str, Enum):
 
 @dataclass(frozen=True)
 class Option:
+    """A rule's setting (`[tool.advisor.options.RULE]`, ``--rule-option``). A numeric option is
+    finite, and within ``minimum``/``maximum`` (inclusive) where the rule declares them: a NaN
+    threshold compares false with everything and a negative one matches everything, so either
+    would silently change what the rule reports."""
+
     default: float | int | str | bool
     doc: str
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def range_text(self) -> str:
+        """The declared range as people write it ("0 to 1000", "at least 1"); "" if none."""
+        if self.minimum is not None and self.maximum is not None:
+            return f"{self.minimum:g} to {self.maximum:g}"
+        if self.minimum is not None:
+            return f"at least {self.minimum:g}"
+        return f"at most {self.maximum:g}" if self.maximum is not None else ""
+
+    def problem(self, value: float | int | str | bool) -> str | None:
+        """Why ``value`` is not a valid setting of this numeric option (None: it is)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        if not math.isfinite(value):
+            return "must be a finite number"
+        low = self.minimum if self.minimum is not None else -math.inf
+        high = self.maximum if self.maximum is not None else math.inf
+        if not low <= value <= high:
+            return f"must be between {low:g} and {high:g}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -237,6 +265,9 @@ class Rule(ABC):
             if not NAME_RE.match(key) or not isinstance(opt, Option):
                 raise TypeError(f"rule {cls.__qualname__}: option {key!r} must be a kebab-case "
                                 "name mapped to an Option")
+            if opt.problem(opt.default):
+                raise TypeError(f"rule {cls.__qualname__}: option {key!r} default "
+                                f"{opt.default!r} {opt.problem(opt.default)}")
         _check_fixes(cls)
 
     @classmethod

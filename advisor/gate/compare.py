@@ -23,10 +23,11 @@ The exit code is `GateResult.exit_code`, the only place it is decided.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from advisor.errors import ExitCode
+from advisor.errors import ExitCode, InputError
 from advisor.gate.attribution import Attribution, attribute
 from advisor.gate.findings import (
     FindingChange,
@@ -42,6 +43,16 @@ from advisor.gate.workload import check_comparable
 from advisor.ingest.base import LoadOptions
 
 DEFAULT_THRESHOLD = 0.05
+MAX_THRESHOLD = 10.0
+"""A tenfold slowdown (``--threshold 1000``): beyond it a threshold gates nothing."""
+
+
+def check_fraction(name: str, value: object, upper: float) -> None:
+    """A positive finite fraction no larger than ``upper``, or `InputError` (exit 2)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value <= upper:
+        raise InputError(f"gate {name} must be a finite number above 0 and at most {upper:g}, "
+                         f"not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,16 @@ class Policy:
     allow: frozenset[str] = frozenset()  # rule names or codes whose regressions are accepted
     alpha: float = ALPHA
     min_steps: int = MIN_STEPS
+
+    def __post_init__(self) -> None:
+        # A NaN threshold fails every comparison (`x > nan` is False): the gate would pass
+        # anything. Library callers get the same refusal as the command line.
+        check_fraction("threshold", self.threshold, upper=MAX_THRESHOLD)
+        check_fraction("alpha", self.alpha, upper=1.0)
+        if isinstance(self.min_steps, bool) or not isinstance(self.min_steps, int) \
+                or self.min_steps < 1:
+            raise InputError(f"gate min_steps must be a whole number of at least 1, not "
+                             f"{self.min_steps!r}")
 
     def allows(self, rule: str, code: str = "") -> bool:
         return rule in self.allow or (bool(code) and code in self.allow)

@@ -90,8 +90,18 @@ class GateInput:
         return Path(self.path).name
 
 
-def _numbers(values: Any) -> tuple[float, ...]:
-    return tuple(float(v) for v in values or ()
+def _amount(v: Any, path: str, where: str) -> float:
+    """A per-step amount (a time, a count, bytes): a finite number, not negative. Anything else
+    is refused naming the field: a NaN compares false with everything and an infinity or a
+    negative time turns a slowdown into noise, so the gate could pass what it cannot judge."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise TraceFormatError(f"{path}: {where} holds {v!r}: a finite number, not negative, "
+                               "is expected")
+    return float(v)
+
+
+def _numbers(values: Any, path: str = "", where: str = "") -> tuple[float, ...]:
+    return tuple(_amount(v, path, f"{where}[{i}]") for i, v in enumerate(values or ())
                  if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
@@ -109,31 +119,39 @@ def _times(values: Any, path: str, key: str) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _mapping(values: Any) -> dict[str, float]:
+def _mapping(values: Any, path: str = "", where: str = "") -> dict[str, float]:
     if not isinstance(values, dict):
         return {}
-    return {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float))}
+    return {str(k): _amount(v, path, f"{where}[{str(k)[:60]!r}]") for k, v in values.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
-def _kernels(rows: Any) -> tuple[KernelRow, ...]:
+def _kernels(rows: Any, path: str, where: str) -> tuple[KernelRow, ...]:
     return tuple(
-        KernelRow(str(r["name"]), str(r.get("category", "")), float(r.get("count_per_step") or 0),
-                  float(r.get("ms_per_step") or 0), _mapping(r.get("shapes")))
-        for r in rows or () if isinstance(r, dict) and "name" in r
+        KernelRow(str(r["name"]), str(r.get("category", "")),
+                  _amount(r.get("count_per_step") or 0, path, f"{where}[{i}].count_per_step"),
+                  _amount(r.get("ms_per_step") or 0, path, f"{where}[{i}].ms_per_step"),
+                  _mapping(r.get("shapes"), path, f"{where}[{i}].shapes"))
+        for i, r in enumerate(rows or ()) if isinstance(r, dict) and "name" in r
     )
 
 
-def _findings(data: dict[str, Any]) -> tuple[FindingRow, ...]:
-    rows = [
-        FindingRow(f["rule"], f.get("code", ""), float(f.get("estimated_speedup") or 1.0),
-                   float(f.get("saved_ms_per_step") or 0.0), str(f.get("message", "")), True)
-        for f in data.get("findings") or ()
-    ]
-    rows += [
-        FindingRow(f["rule"], f.get("code", ""), float(f.get("estimated_speedup") or 1.0),
-                   float(f.get("saved_ms_per_step") or 0.0), "", False)
-        for f in data.get("below_threshold") or ()
-    ]
+def _finding(f: dict[str, Any], path: str, where: str, reported: bool) -> FindingRow:
+    speedup = f.get("estimated_speedup") or 1.0
+    saved = f.get("saved_ms_per_step") or 0.0
+    for name, v in (("estimated_speedup", speedup), ("saved_ms_per_step", saved)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise TraceFormatError(f"{path}: {where}.{name} holds {v!r}: a finite number is "
+                                   "expected")
+    return FindingRow(f["rule"], f.get("code", ""), float(speedup), float(saved),
+                      str(f.get("message", "")) if reported else "", reported)
+
+
+def _findings(data: dict[str, Any], path: str) -> tuple[FindingRow, ...]:
+    rows = [_finding(f, path, f"findings[{i}]", True)
+            for i, f in enumerate(data.get("findings") or ())]
+    rows += [_finding(f, path, f"below_threshold[{i}]", False)
+             for i, f in enumerate(data.get("below_threshold") or ())]
     return tuple(rows)
 
 
@@ -163,20 +181,22 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         gpus=tuple(sorted(str(g.get("name", "")) for g in trace.get("gpus") or ())),
         steps_source=str(steps.get("source", "")),
         step_times_ms=times,
-        gpu_busy_ms=_numbers(steps.get("gpu_busy_times_ms")),
-        counts=_mapping(steps.get("counts_per_step")),
-        launch_interval_ms=_mapping(steps.get("launch_interval_ms")),
-        phases_ms=_mapping(steps.get("phases")),
-        idle_causes_ms=_mapping(steps.get("idle_causes_ms")),
-        categories_ms=_mapping(kernels.get("by_category_ms")),
-        kernels=_kernels(kernels.get("all") if complete else kernels.get("top")),
+        gpu_busy_ms=_numbers(steps.get("gpu_busy_times_ms"), path, "steps.gpu_busy_times_ms"),
+        counts=_mapping(steps.get("counts_per_step"), path, "steps.counts_per_step"),
+        launch_interval_ms=_mapping(steps.get("launch_interval_ms"), path,
+                                    "steps.launch_interval_ms"),
+        phases_ms=_mapping(steps.get("phases"), path, "steps.phases"),
+        idle_causes_ms=_mapping(steps.get("idle_causes_ms"), path, "steps.idle_causes_ms"),
+        categories_ms=_mapping(kernels.get("by_category_ms"), path, "kernels.by_category_ms"),
+        kernels=_kernels(kernels.get("all") if complete else kernels.get("top"), path,
+                         "kernels.all" if complete else "kernels.top"),
         kernels_complete=complete,
-        findings=_findings(data),
+        findings=_findings(data, path),
         skipped={str(s["rule"]): str(s.get("reason", "")) for s in data.get("skipped") or ()},
         notes=tuple(notes) + tuple(trace.get("notes") or ()),
         withheld=_withheld(data),
         steps_described=str((steps.get("detection") or {}).get("description", "")),
-        ops=_mapping(steps.get("ops_per_step")),
+        ops=_mapping(steps.get("ops_per_step"), path, "steps.ops_per_step"),
     )
 
 
@@ -210,6 +230,14 @@ def _no_constant(name: str) -> None:
     raise ValueError(f"{name} is not a number JSON allows")
 
 
+def _finite_float(text: str) -> float:
+    """JSON numbers beyond a double (``1e400``) parse as infinity: refused like ``Infinity``."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:40]} is not a finite number")
+    return value
+
+
 def _bounded_int(text: str) -> int:
     if len(text) > 40:
         raise ValueError("an integer with more than 40 digits")
@@ -229,7 +257,7 @@ def _read_bytes(path: Path) -> bytes:
 def _read_result(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(_read_bytes(path).decode("utf-8"), parse_constant=_no_constant,
-                          parse_int=_bounded_int)
+                          parse_int=_bounded_int, parse_float=_finite_float)
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from e
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError

@@ -47,6 +47,22 @@ def check_requested(inputs: tuple[Path, ...], req: OutputRequest) -> None:
         raise
 
 
+def clear_outputs(req: OutputRequest) -> None:
+    """Remove last run's verdict files before the gate starts its work. They are written once,
+    at the end (`write_outputs`, or `write_error_outputs` on any failure the process survives);
+    a gate killed meanwhile (SIGTERM, SIGHUP, SIGKILL, a CI timeout) leaves none, so a CI step
+    reading them finds no verdict rather than an earlier run's "pass". A link is removed, never
+    followed (`check_requested` already refused directories)."""
+    for path in (req.markdown, req.junit, req.json):
+        if path is None:
+            continue
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as e:
+            raise OutputError(f"{path}: cannot remove the earlier verdict "
+                              f"({e.strerror or e})") from e
+
+
 def write_outputs(result: GateResult, req: OutputRequest) -> None:
     from advisor.gate.render.junit import render_junit
     from advisor.gate.render.markdown import render_markdown
@@ -57,7 +73,12 @@ def write_outputs(result: GateResult, req: OutputRequest) -> None:
     if req.junit:
         _write(req.junit, render_junit(result))
     if req.json:
-        _write(req.json, json.dumps(to_gate_dict(result), indent=2) + "\n")
+        try:  # NaN and Infinity are not JSON: a verdict holding one is no verdict
+            text = json.dumps(to_gate_dict(result), indent=2, allow_nan=False) + "\n"
+        except ValueError as e:
+            raise OutputError(f"{req.json}: the verdict holds a number JSON cannot carry "
+                              f"({e}); not written") from e
+        _write(req.json, text)
 
 
 def write_error_outputs(message: str, req: OutputRequest) -> None:

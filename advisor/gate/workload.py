@@ -102,19 +102,24 @@ def hides_kernels(x: GateInput) -> bool:
     return any(k.category == GRAPH_CATEGORY for k in x.kernels)
 
 
+HIDDEN = "replays CUDA graphs traced as single rows: its kernels are hidden"
+
+
 def kernel_similarity(base: GateInput, cand: GateInput) -> tuple[float | None, str]:
-    """The similarity of the two kernel mixes, and how it was measured (None: not measurable)."""
+    """The similarity of the two kernel mixes, and how it was measured (None: not measurable;
+    the reason starts with a run's name and `HIDDEN` when a graph replay hides its kernels)."""
     if not (base.kernels_complete and cand.kernels_complete):
         return None, "an input lacks the full kernel list (kernels.all): workload check skipped"
     a, b = identity_mix(base.kernels), identity_mix(cand.kernels)
     graphs = [x for x in (base, cand) if hides_kernels(x)]
+    empty = [x for x, mix in ((base, a), (cand, b)) if x in graphs and not mix]
+    if empty:
+        # Replays traced as one row and nothing outside them: the run's kernel mix is unknown,
+        # and an empty mix matches anything (two unrelated graphed steps were 100% "alike").
+        return None, f"{empty[0].name} {HIDDEN}"
     if len(graphs) == 1:
-        # Replays traced as one row hide their kernels: only the kernels outside the graph can
-        # be matched, against the eager run's.
+        # Only the kernels outside the graph can be matched, against the eager run's.
         part, whole = (a, b) if graphs[0] is base else (b, a)
-        if not part:
-            return None, (f"{graphs[0].name} replays CUDA graphs traced as single rows: its kernel "
-                          "mix is hidden, workload check skipped")
         return containment(part, whole), "kernels outside CUDA graph replays"
     return similarity(a, b), "kernel mix"
 
@@ -139,14 +144,19 @@ def shape_agreement(base: GateInput, cand: GateInput) -> float | None:
     return num / den if den else None
 
 
-def _evidence(base: GateInput, cand: GateInput) -> tuple[list[tuple[str, float, float]], list[str]]:
-    """(what, similarity, floor) for each kind of evidence both runs carry; and notes."""
+def _evidence(base: GateInput, cand: GateInput
+              ) -> tuple[list[tuple[str, float, float]], list[str], str | None]:
+    """(what, similarity, floor) for each kind of evidence both runs carry; notes; and why the
+    kernel mix is hidden (None when it is not)."""
     checks: list[tuple[str, float, float]] = []
     notes: list[str] = []
+    hidden: str | None = None
     both_kernels = bool(base.kernels) and bool(cand.kernels)
     if base.kernels or cand.kernels:
         similarity, how = kernel_similarity(base, cand)
-        if similarity is None:
+        if similarity is None and HIDDEN in how:
+            hidden = how
+        elif similarity is None:
             notes.append(how)
         else:
             checks.append((how, similarity, MIN_SIMILARITY))
@@ -154,10 +164,10 @@ def _evidence(base: GateInput, cand: GateInput) -> tuple[list[tuple[str, float, 
         shapes = shape_agreement(base, cand)
         if shapes is not None:
             checks.append(("launch shapes of the kernels both run", shapes, MIN_SHAPE_AGREEMENT))
-    if not checks and base.ops and cand.ops:
+    if (not checks or hidden) and base.ops and cand.ops:
         ops = similarity_of_ops(base, cand)
         checks.append(("host operators with their input shapes", ops, MIN_OP_SIMILARITY))
-    return checks, notes
+    return checks, notes, hidden
 
 
 def similarity_of_ops(base: GateInput, cand: GateInput) -> float:
@@ -178,12 +188,25 @@ def check_comparable(base: GateInput, cand: GateInput) -> list[str]:
     if base.gpus and cand.gpus and set(base.gpus) != set(cand.gpus):
         raise AnalysisError(f"different GPUs: baseline ran on {', '.join(sorted(set(base.gpus)))}, "
                             f"candidate on {', '.join(sorted(set(cand.gpus)))}")
-    checks, notes = _evidence(base, cand)
+    return check_same_workload(base, cand)
+
+
+def check_same_workload(base: GateInput, cand: GateInput) -> list[str]:
+    """Raise `AnalysisError` unless the evidence both runs carry shows one workload; else notes
+    on what was checked. The job gate runs it rank by rank."""
+    checks, notes, hidden = _evidence(base, cand)
     for how, value, floor in checks:
         if value < floor:
             raise AnalysisError(
                 f"different workloads: {how}: {value:.0%} alike (at least {floor:.0%} "
                 "expected for two runs of the same training step)")
+    if hidden and not any(how.startswith("host operators") for how, _, _ in checks):
+        raise AnalysisError(
+            f"cannot tell whether these runs are the same workload: {hidden}, and no host "
+            "operators with their input shapes show it (capture with torch.profiler, or nsys "
+            "with --cuda-graph-trace=node, which lists the graph's kernels); failing closed")
+    if hidden:
+        notes.append(f"{hidden}: the workload is judged on its host operators")
     if not checks and not notes:
         raise AnalysisError(
             "cannot tell whether these runs are the same workload: neither has GPU kernels or "

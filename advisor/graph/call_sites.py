@@ -7,6 +7,14 @@ function's own body (nested functions and classes excluded) with the standard li
 When there are several, the calls inside a loop of that body come first: time that recurs every
 training step is spent in the loop. Nothing is guessed when the file cannot be read or holds no
 such call: the frame is then named by its function alone.
+
+A module call is named by its class (``nn.Module: Sequential_0`` -> ``Sequential``), but the
+line that *calls* a module calls its instance: ``model(xb)``, ``loss_fn(out, y)``,
+``self.c_attn(x)``. A call of the class itself is where the module is built, never where it
+runs, so for a class name (`is_class_name`) the instances are found instead: names assigned
+from an expression that builds the class anywhere in the file (``model = nn.Sequential(...)``,
+``self.attn = Attention(cfg)``), and names assigned from those (``model = torch.compile(model)``,
+``raw = model.module``); the call lines are the calls of those names.
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ from pathlib import Path
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_ITERATION = frozenset({"__next__", "__iter__"})
+"""Calls a ``for`` statement makes: their line is the loop's header."""
 
 
 def _callee(node: ast.Call) -> str:
@@ -28,14 +38,81 @@ def _callee(node: ast.Call) -> str:
     return ""
 
 
-def _calls(body: list[ast.stmt], name: str, in_loop: bool = False) -> list[tuple[int, bool]]:
-    """(line, inside a loop) of each call of ``name`` in ``body``, not entering nested scopes."""
+def is_class_name(callee: str) -> bool:
+    """``Sequential``, ``CrossEntropyLoss``: a module's class as its call is labelled."""
+    return bool(callee) and callee[0].isupper() and callee.isidentifier()
+
+
+def _target_names(node: ast.AST) -> set[str]:
+    if isinstance(node, ast.Name):
+        return {node.id}
+    if isinstance(node, ast.Attribute):
+        return {node.attr}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return {n for elt in node.elts for n in _target_names(elt)}
+    return set()
+
+
+def _refers(node: ast.AST, names: set[str]) -> bool:
+    """``node`` is one of ``names`` (``model``, ``self.model``) or an attribute of one
+    (``model.module``), not a call on it (``model.parameters()``, ``model(x)``)."""
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Attribute):
+        return node.attr in names or _refers(node.value, names)
+    if isinstance(node, ast.Subscript):
+        return _refers(node.value, names)
+    return False
+
+
+def _wraps(value: ast.AST, names: set[str]) -> bool:
+    """An expression that is still the instance: the name itself, or a call that takes it as
+    an argument (``torch.compile(model)``, ``DDP(model, device_ids=[0])``)."""
+    if _refers(value, names):
+        return True
+    return isinstance(value, ast.Call) and any(
+        _refers(a, names) for a in (*value.args, *(k.value for k in value.keywords)))
+
+
+def instance_names(tree: ast.Module, cls: str) -> set[str]:
+    """Names bound to instances of ``cls`` in the file (see the module docstring)."""
+    assigns: list[tuple[set[str], ast.AST]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            assigns.append(({n for t in node.targets for n in _target_names(t)}, node.value))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            assigns.append((_target_names(node.target), node.value))
+        elif isinstance(node, (ast.For, ast.AsyncFor)):  # for block in self.blocks: block(x)
+            assigns.append((_target_names(node.target), node.iter))
+    names: set[str] = set()
+    for targets, value in assigns:
+        if any(isinstance(n, ast.Call) and _callee(n) == cls for n in ast.walk(value)):
+            names |= targets
+    for _ in range(4):  # model = torch.compile(model); raw_model = model.module
+        grown = set(names)
+        for targets, value in assigns:
+            if _wraps(value, names):
+                grown |= targets
+        if grown == names:
+            break
+        names = grown
+    return names
+
+
+def _calls(body: list[ast.stmt], name: str, in_loop: bool = False,
+           instances: frozenset[str] = frozenset()) -> list[tuple[int, bool]]:
+    """(line, inside a loop) of each call of ``name`` (or, given ``instances``, of any of
+    those names instead) in ``body``, not entering nested scopes."""
     out: list[tuple[int, bool]] = []
     stack: list[tuple[ast.AST, bool]] = [(s, in_loop) for s in body if not isinstance(s, _SCOPES)]
     while stack:
         node, loop = stack.pop()
-        if isinstance(node, ast.Call) and _callee(node) == name:
+        if isinstance(node, ast.Call) and (
+                _callee(node) in instances if instances else _callee(node) == name):
             out.append((node.lineno, loop))
+        elif name in _ITERATION and isinstance(node, (ast.For, ast.AsyncFor)) and not (
+                isinstance(node.iter, ast.Call) and _callee(node.iter) == "range"):
+            out.append((node.lineno, loop))  # ``for x, y in loader:`` calls __next__
         for child in ast.iter_child_nodes(node):
             if isinstance(child, _SCOPES):
                 continue
@@ -108,7 +185,12 @@ class SourceFiles:
         body = self._body(file, function, line)
         if body is None:
             return []
-        found = _calls(body, callee)
+        if is_class_name(callee):  # a module: the calls of its instances, not of its class
+            tree = self._tree(file)
+            names = frozenset(instance_names(tree, callee)) if tree is not None else frozenset()
+            found = _calls(body, callee, instances=names) if names else []
+        else:
+            found = _calls(body, callee)
         return [ln for ln, _ in sorted(found, key=lambda x: (not x[1], x[0]))]
 
     def excerpt(self, file: str, line: int, context: int = 2) -> list[tuple[int, str]]:

@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
+from advisor.graph.op_names import operator_name
+
 _FRAMEWORK_NAMES = """
 torch torchvision torchaudio torchtext torchdata torchrec torchao functorch triton numpy scipy
 pandas PIL cv2 sklearn matplotlib transformers accelerate datasets tokenizers huggingface_hub
@@ -55,6 +57,17 @@ def parse(name: str) -> Frame | None:
     return Frame(m.group(1), int(m.group(2)), m.group(3))
 
 
+_OWN_FILE = re.compile(r"(?:^|/)advisor/(?:capture/|commands/|cli\.py$)|(?:^|/)click/")
+
+
+def is_own_frame(name: str) -> bool:
+    """A frame of `advisor profile` itself (its hooks: ``session.py __next__``, ``opt_post``)
+    or of the command line that started the script (``cli.py``, click): not the user's code
+    and no library call the user made, so never a line or a call label of theirs."""
+    frame = parse(name)
+    return frame is not None and bool(_OWN_FILE.search(frame.file.replace("\\", "/")))
+
+
 @lru_cache(maxsize=4096)
 def is_user_file(file: str) -> bool:
     """True when ``file`` is the user's code (see the module docstring)."""
@@ -87,6 +100,7 @@ def call_label(name: str) -> str:
         return f"{frame.function} ({frame.file})"
     if name.startswith("nn.Module: "):
         return name[len("nn.Module: "):].rsplit("_", 1)[0]
+    name = operator_name(name)
     return name if len(name) <= 60 else name[:59] + "…"
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
 
 from advisor.graph.intervals import merge
 from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
-
-_LOSS_OP = re.compile(r"loss|cross_entropy|nll_|criterion", re.I)
+from advisor.graph.phase_content import is_loss_range
+from advisor.graph.steps import phase_of
 
 
 def step_intervals(steps: Sequence[Step]) -> list[tuple[int, int]]:
@@ -91,7 +90,12 @@ def phase_spans(steps: Sequence[Step], phase: str) -> list[tuple[int, int]]:
 
 def loss_spans(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
     """Where the loss is computed: the ``loss`` phase, else the span of loss operators
-    (``aten::nll_loss``, ``aten::mse_loss`` ...) in each step."""
+    (``aten::nll_loss``, ``aten::mse_loss`` ...) in each step. A phase range is not a loss
+    operator: a ``loss`` range the content showed to be data preparation
+    (`advisor.graph.phase_content`) is the data phase, and no loss is found there. Nor is a
+    framework's frame that merely names the loss (Lightning's ``automatic.py _clone_loss``
+    after ``training_step`` returned, the HF Trainer's ``compute_loss`` around the whole
+    forward): only loss code counts (`advisor.graph.phase_content.is_loss_range`)."""
     spans = phase_spans(steps, "loss")
     if spans:
         return spans
@@ -102,7 +106,7 @@ def loss_spans(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
         for r in graph.ranges_in(s.pid, s.tid, s.cpu_start_ns, s.cpu_end_ns):
             hit = is_loss.get(r.name)
             if hit is None:
-                hit = is_loss[r.name] = bool(_LOSS_OP.search(r.name))
+                hit = is_loss[r.name] = is_loss_range(r) and phase_of(r.name) is None
             if hit and r.name != s.name:
                 loss_ranges.append(r)
         if loss_ranges:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from advisor.graph.frames import Frame, call_label, is_user_file, parse
+from advisor.graph.frames import Frame, call_label, is_own_frame, is_user_file, parse
 from advisor.graph.model import CpuRange, OpGraph, RangeSource, Step
 from advisor.graph.step_breakdown import idle_segments
 
@@ -108,17 +108,21 @@ class ThreadTimeline:
 WRAPPERS = frozenset(("wrapper", "_no_grad_wrapper", "decorate_context", "inner", "_fn",
                       "wrapped", "_use_grad", "wrapped_fn", "_wrapper"))
 """Names of decorators' wrapper functions: a library call through one is named after the call
-it wraps (``clip_grad_norm_``, not ``_no_grad_wrapper``), the longest call inside it."""
+it wraps (``clip_grad_norm_``, not ``_no_grad_wrapper``), the longest call inside it. A call
+into `advisor profile`'s own hooks (its DataLoader ``__next__``) is named the same way, after
+the call it wraps."""
 
 
 def _longest_children(order: Sequence[CpuRange]) -> list[int]:
-    """For each range (sorted by start, longest first), its longest direct child (-1: none)."""
+    """For each range (sorted by start, longest first), its longest direct child (-1: none);
+    advisor's own hooks are never that child (an optimizer step's ``wrapper`` is named after
+    the step it runs, not after `advisor profile`'s ``opt_post`` that closes the window)."""
     longest = [-1] * len(order)
     stack: list[int] = []
     for i, r in enumerate(order):
         while stack and order[stack[-1]].end_ns <= r.start_ns:
             stack.pop()
-        if stack:
+        if stack and not (r.source is RangeSource.PYTHON and _own(r.name)):
             p = stack[-1]
             c = longest[p]
             if c < 0 or order[c].duration_ns < r.duration_ns:
@@ -132,7 +136,7 @@ def _unwrapped(order: Sequence[CpuRange], longest: list[int], i: int) -> str:
     for _ in range(4):
         frame = _parse(order[i].name) if order[i].source is RangeSource.PYTHON else None
         j = longest[i]
-        if frame is None or frame.function not in WRAPPERS or j < 0:
+        if frame is None or j < 0 or not (frame.function in WRAPPERS or _own(order[i].name)):
             break
         if order[j].source is not RangeSource.PYTHON or _parse(order[j].name) is None:
             break
@@ -149,6 +153,7 @@ def _user_frame(name: str) -> Frame | None:
 
 
 _parse = lru_cache(maxsize=1 << 16)(parse)
+_own = lru_cache(maxsize=1 << 16)(is_own_frame)
 _call_label = lru_cache(maxsize=1 << 16)(call_label)
 
 

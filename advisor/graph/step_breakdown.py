@@ -18,8 +18,10 @@ from advisor.gc_pause import gc_paused
 from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, short_name
 from advisor.graph.model import ApiCall, GpuOp, GpuOpKind, OpGraph, RangeSource, Step
+from advisor.graph.op_names import operator_name
+from advisor.graph.phase_content import RENAMED
 from advisor.graph.projection import Projector
-from advisor.graph.steps import phase_order
+from advisor.graph.steps import phase_of, phase_order
 
 LAUNCH_GAP_NS = 20_000
 """GPU gaps shorter than this, ending at a kernel launched just before, are launch latency."""
@@ -100,6 +102,7 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
     looked up once and each range's label made once, not per instant (issue #17)."""
     starts, ranges, parents = graph.range_tree(step.pid, step.tid)
     step_name, python = step.name, RangeSource.PYTHON
+    is_phase: dict[str, str | None] = {}
     labels: dict[int, str] = {}
 
     def cause(t: int) -> str:
@@ -109,8 +112,15 @@ def _host_causes(graph: OpGraph, step: Step) -> Callable[[int], str]:
             if r.end_ns > t and r.name != step_name and r.source is not python:
                 label = labels.get(i)
                 if label is None:
-                    name = r.name
+                    name = operator_name(r.name)
                     label = labels[i] = name if len(name) <= 60 else name[:59] + "…"
+                named = is_phase.get(label, "")
+                if named == "":
+                    named = is_phase[label] = phase_of(label)
+                if named in RENAMED and any(a <= t < b for a, b in step.phases.get("data", ())):
+                    # a position-named ``loss`` range whose content is data preparation
+                    # (`advisor.graph.phase_content`): the phase it is
+                    return "data"
                 return label
             i = parents[i]
         return "host (untraced)"

@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from advisor.graph.model import PHASES, CpuRange, Step, StepSource
+from advisor.graph.phase_content import Renamed, describe, name_by_content
 from advisor.graph.projection import Projector
 
 if TYPE_CHECKING:
@@ -237,7 +238,9 @@ def host_ranges_repeat(graph: OpGraph, steps: Sequence[Step]) -> tuple[bool | No
 
 
 def attach_phases(graph: OpGraph, steps: Sequence[Step]) -> None:
-    """Fill each step's phases from phase-named ranges inside it on its thread."""
+    """Fill each step's phases from phase-named ranges inside it on its thread, then name the
+    position-named ones by the code they run (`advisor.graph.phase_content`)."""
+    renamed: list[Renamed] = []
     for step in steps:
         step.phases = {}
         covered_until = -1
@@ -247,6 +250,9 @@ def attach_phases(graph: OpGraph, steps: Sequence[Step]) -> None:
                 continue  # not a phase, or nested inside a phase range already taken
             step.phases.setdefault(phase, []).append((r.start_ns, min(r.end_ns, step.cpu_end_ns)))
             covered_until = r.end_ns
+        renamed.extend(name_by_content(graph, step))
+    if renamed:
+        graph.info.notes.append(describe(renamed, len(steps)))
 
 
 def attach_gpu_times(graph: OpGraph, steps: Sequence[Step], projector: Projector | None = None) -> None:

@@ -5,15 +5,28 @@ The job's step (the slowest rank's, per aligned step) is the sample; the test is
 one-sided Mann-Whitney U with the Hodges-Lehmann shift as the effect (`advisor.gate.stats`). A
 regression is then attributed: the rank whose own work grew most, and the collective whose exposed
 plus waiting time per step grew most.
+
+It fails closed as the single gate does (docs/gate.md): the threshold must be a finite fraction;
+both jobs need steps, none of them 0 ms long (a zero baseline made every change +0.0%); the
+same ranks, each on the same GPU model, captured by the same profiler and running the same
+workload by the single gate's evidence (`advisor.gate.workload`, on each rank's
+`advisor.job.workload.RankWorkload`). Anything it cannot establish is "inconclusive" (exit 2).
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from advisor.errors import AnalysisError
+from advisor.gate.compare import MAX_THRESHOLD, check_fraction
+from advisor.gate.inputs import GateInput, KernelRow
+from advisor.gate.render.github import command
+from advisor.gate.render.text import wrap
 from advisor.gate.stats import hodges_lehmann, mann_whitney
+from advisor.gate.workload import check_same_workload
 from advisor.job.model import Job
+from advisor.job.summary import RankSummary
 from advisor.safe_text import no_ci_commands, plain
 
 ALPHA = 0.05
@@ -32,6 +45,8 @@ class JobGateResult:
     collective: str | None  # the collective whose exposed + waiting time grew most
     collective_change_ns: float
     reason: str = ""
+    notes: list[str] = field(default_factory=list)  # what was checked (the workload, per rank)
+    compared: bool = True  # False: refused before any comparison (`reason` says why)
 
     @property
     def exit_code(self) -> int:
@@ -42,13 +57,62 @@ def _collective_cost(job: Job) -> dict[str, float]:
     return {c.kind: c.exposed_ns + c.waiting_ns for c in job.collectives}
 
 
+def _gate_input(r: RankSummary) -> GateInput:
+    """One rank as the single gate's input: its workload evidence, GPU, profiler and steps."""
+    w = r.workload
+    return GateInput(
+        path=f"{r.path} (rank {r.rank})", kind="trace", trace_format=r.trace_format,
+        gpus=(r.gpu,) if r.gpu else (), steps_source=r.step_source,
+        step_times_ms=tuple(s.time_ns / 1e6 for s in r.steps),
+        kernels=tuple(KernelRow(name, category, count, 0.0, dict(shapes))
+                      for name, category, count, shapes in w.kernels))
+
+
+def _not_comparable(base: Job, cand: Job) -> tuple[str, list[str]]:
+    """Why the two jobs cannot be compared ("" when they can), and what was checked."""
+    for job, role in ((base, "baseline"), (cand, "candidate")):
+        if not job.steps:
+            return f"the {role} job has no steps aligned across its ranks", []
+        zero = sum(1 for s in job.steps if s.time_ns <= 0)
+        if zero:
+            return (f"{zero} of the {role} job's {len(job.steps)} steps last 0 ms: a step time "
+                    "of nothing cannot be compared (check the step ranges of its traces)"), []
+    if len(base.ranks) != len(cand.ranks):
+        return (f"the runs have {len(base.ranks)} and {len(cand.ranks)} ranks: not the same "
+                "job shape"), []
+    if sorted(base.rank_ids) != sorted(cand.rank_ids):
+        return "the runs have different ranks: not the same job shape", []
+    notes: list[str] = []
+    for rank in sorted(base.rank_ids):
+        b, c = _gate_input(base.rank(rank)), _gate_input(cand.rank(rank))
+        if b.trace_format and c.trace_format and b.trace_format != c.trace_format:
+            return (f"rank {rank}: captures of different profilers ({b.trace_format} and "
+                    f"{c.trace_format}); capture both jobs the same way"), []
+        if b.gpus and c.gpus and b.gpus != c.gpus:
+            return f"rank {rank}: different GPUs ({b.gpus[0]} and {c.gpus[0]})", []
+        try:
+            checked = check_same_workload(b, c)
+        except AnalysisError as e:
+            return f"rank {rank}: {e}", []
+        notes.extend(f"rank {rank}: {n}" for n in checked)
+    return "", notes
+
+
 def compare_jobs(base: Job, cand: Job, threshold: float) -> JobGateResult:
+    """The verdict on two jobs; ``threshold`` a fraction (0.05 is 5%)."""
+    check_fraction("threshold", threshold, upper=MAX_THRESHOLD)
+    why, notes = _not_comparable(base, cand)
+    if why:
+        return JobGateResult(
+            status="inconclusive", base_step_ns=base.step_ns, cand_step_ns=cand.step_ns,
+            change=0.0, p_value=1.0, rank=None, rank_change_ns=0.0, collective=None,
+            collective_change_ns=0.0, reason=why, compared=False)
     b = [float(s.time_ns) for s in base.steps]
     c = [float(s.time_ns) for s in cand.steps]
     mw = mann_whitney(b, c)
     shift = hodges_lehmann(b, c)
     base_med = statistics.median(b)
-    change = shift / base_med if base_med else 0.0
+    change = shift / base_med
     bb, cb = base.median_by_rank("rank_busy_ns"), cand.median_by_rank("rank_busy_ns")
     common = sorted(set(bb) & set(cb))
     rank = max(common, key=lambda r: cb[r] - bb[r]) if common else None
@@ -58,11 +122,9 @@ def compare_jobs(base: Job, cand: Job, threshold: float) -> JobGateResult:
     result = JobGateResult(
         status="pass", base_step_ns=base_med, cand_step_ns=statistics.median(c), change=change,
         p_value=mw.p_greater, rank=rank, rank_change_ns=(cb[rank] - bb[rank]) if rank is not None else 0.0,
-        collective=coll, collective_change_ns=(cc.get(coll, 0.0) - bc.get(coll, 0.0)) if coll else 0.0)
-    if len(base.ranks) != len(cand.ranks):
-        result.status, result.reason = "inconclusive", (
-            f"the runs have {len(base.ranks)} and {len(cand.ranks)} ranks: not the same job shape")
-    elif change > threshold and mw.p_greater < ALPHA:
+        collective=coll, collective_change_ns=(cc.get(coll, 0.0) - bc.get(coll, 0.0)) if coll else 0.0,
+        notes=notes)
+    if change > threshold and mw.p_greater < ALPHA:
         result.status = "fail"
     elif change > threshold:
         result.status, result.reason = "inconclusive", (
@@ -73,6 +135,9 @@ def compare_jobs(base: Job, cand: Job, threshold: float) -> JobGateResult:
 
 def render(result: JobGateResult) -> str:
     head = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE"}[result.status]
+    if not result.compared:  # no step-time change to report
+        return _safe([f"{head}: the jobs could not be compared (failing closed)",
+                      f"  {result.reason}"])
     lines = [f"{head}: job step {result.base_step_ns / 1e6:.3f} ms -> {result.cand_step_ns / 1e6:.3f} ms "
              f"({result.change:+.1%}, one-sided p = {result.p_value:.3f})"]
     if result.rank is not None:
@@ -83,5 +148,25 @@ def render(result: JobGateResult) -> str:
                      f"per step (the collective that grew most)")
     if result.reason:
         lines.append(f"  {result.reason}")
-    # the collective's name and the reason carry trace names: the output policy, line by line
-    return no_ci_commands("\n".join(plain(x, 4000) for x in lines) + "\n")
+    lines.extend(f"  - {n}" for n in result.notes)
+    return _safe(lines)
+
+
+def _safe(lines: list[str]) -> str:
+    """The verdict's lines carry trace and file names (the collective's name, the reason): the
+    output policy, line by line, wrapped at 80 columns like the single gate's text."""
+    return no_ci_commands("\n".join(w for x in lines for w in wrap(plain(x, 4000))) + "\n")
+
+
+def render_annotations(result: JobGateResult) -> str:
+    """GitHub Actions workflow commands for the job verdict (``--github-annotations``)."""
+    summary = (f"job step {result.base_step_ns / 1e6:.3f} -> {result.cand_step_ns / 1e6:.3f} ms "
+               f"({result.change:+.1%})")
+    if result.status == "fail":
+        where = f"; rank {result.rank} grew most" if result.rank is not None else ""
+        line = command("error", "advisor gate: step-time regression", summary + where)
+    elif result.status == "inconclusive":
+        line = command("error", "advisor gate: inconclusive", result.reason)
+    else:
+        line = command("notice", "advisor gate: pass", summary)
+    return line + "\n"

@@ -29,6 +29,7 @@ from advisor.job.collectives import (
     kernel_collective,
     total,
 )
+from advisor.job.workload import RankWorkload, rank_workload
 
 KERNEL_NAME_CHARS = 160  # enough to tell template instances apart, bounded summary size
 TOP_KERNELS = 25
@@ -95,6 +96,8 @@ class RankSummary:
     rank: int = -1  # resolved by `advisor.job.inputs.assign_ranks`
     rank_source: str = ""
     step_source: str = ""
+    trace_format: str = ""  # "nsys-sqlite" or "kineto-json": the job gate compares like with like
+    workload: RankWorkload = field(default_factory=RankWorkload)  # what the job gate matches
 
 
 _FILE_RANK = re.compile(r"(?:rank|worker|proc|gpu)[-_.]?(\d+)", re.I)
@@ -140,7 +143,8 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
             path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
             world_size=graph.info.world_size, order=order, steps=summaries,
             notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
-            ranks_in_file=len(pids), step_source=graph.step_source.value))
+            ranks_in_file=len(pids), step_source=graph.step_source.value,
+            trace_format=graph.info.format, workload=rank_workload(own or [], ops)))
     return out
 
 

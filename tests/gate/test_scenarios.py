@@ -95,6 +95,23 @@ def _refused_as_other_workload(base, cand) -> None:
         compare(base, cand)
 
 
+def _hidden_workload(base, cand) -> bool:
+    """A run whose step is CUDA graph replays traced as single rows (nsys's default), with no
+    host operators on both sides: nothing shows the two runs are one workload, and the gate
+    cannot decide (exit 2, issue #30); it used to skip the check and pass unrelated runs."""
+    from advisor.gate.workload import HIDDEN, kernel_similarity
+
+    similarity, how = kernel_similarity(base, cand)
+    return similarity is None and HIDDEN in how and not (base.ops and cand.ops)
+
+
+def _refused_as_hidden(base, cand) -> None:
+    from advisor.errors import AnalysisError
+
+    with pytest.raises(AnalysisError, match="CUDA graphs traced as single rows"):
+        compare(base, cand)
+
+
 def _id(pair: tuple[str, str]) -> str:
     return f"{pair[0]}-{pair[1].split('.')[0]}"
 
@@ -106,6 +123,11 @@ def test_introducing_the_anti_pattern_fails_naming_the_rule(pair, gate_input, sa
     good, bad = (SCENARIOS / rule / v / capture for v in ("good", "bad"))
     if rule in COMPILED_FIX:
         _refused_as_other_workload(gate_input(good), gate_input(bad))
+        return
+    if _hidden_workload(gate_input(good), gate_input(bad)):
+        _refused_as_hidden(gate_input(good), gate_input(bad))
+        cli = run_cli(["gate", str(saved_result(good)), str(saved_result(bad))])
+        assert cli.exit_code == 2 and "CUDA graphs" in cli.stderr, cli.stderr
         return
     result = compare(gate_input(good), gate_input(bad))
     assert result.exit_code == ExitCode.GATE_FAILED, [r.summary for r in result.regressions]
@@ -133,6 +155,9 @@ def test_fixing_the_anti_pattern_passes(pair, gate_input, saved_result):
     if rule in COMPILED_FIX:
         _refused_as_other_workload(gate_input(bad), gate_input(good))
         return
+    if _hidden_workload(gate_input(bad), gate_input(good)):
+        _refused_as_hidden(gate_input(bad), gate_input(good))
+        return
     result = compare(gate_input(bad), gate_input(good))
     why = [r.summary for r in result.regressions] + list(result.inconclusive)
     assert not any(r.kind != "step-time" for r in result.failures), why
@@ -157,6 +182,9 @@ SINGLES = _singles()
 @pytest.mark.parametrize("trace", SINGLES, ids=["-".join(p.parts[-3:-1]) + "-" +
                                                  p.name.split(".")[0] for p in SINGLES])
 def test_a_capture_against_itself_passes(trace, gate_input):
+    if _hidden_workload(gate_input(trace), gate_input(trace)):
+        _refused_as_hidden(gate_input(trace), gate_input(trace))
+        return
     result = compare(gate_input(trace), gate_input(trace))
     assert result.exit_code == ExitCode.OK, list(result.inconclusive)
     assert not result.regressions
@@ -173,6 +201,9 @@ def test_two_captures_of_identical_code_pass(pair, gate_input):
     first, second, sha256 = pair
     _check_still_paired(first, sha256)
     for a, b in ((first, second), (second, first)):
+        if _hidden_workload(gate_input(a), gate_input(b)):
+            _refused_as_hidden(gate_input(a), gate_input(b))
+            continue
         result = compare(gate_input(a), gate_input(b))
         assert result.exit_code == ExitCode.OK, [r.summary for r in result.regressions] + list(
             result.inconclusive)

@@ -1,6 +1,13 @@
-"""The plain-text verdict for stdout: CI logs show it as is, so no colour and no tables."""
+"""The plain-text verdict for stdout: CI logs show it as is, so no colour and no tables.
+
+Lines are wrapped at 80 columns (continuations indented under their item): the run lines
+carried the step description after an embedded newline, which the safe-text pass turned into a
+stray "?" on one 200-column line.
+"""
 
 from __future__ import annotations
+
+import textwrap
 
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
@@ -9,6 +16,7 @@ from advisor.safe_text import no_ci_commands, plain
 
 NOISE = "host timing noise"
 _LINE_LIMIT = 4000
+WIDTH = 80
 HEADLINE = {
     "pass": "PASS: the candidate may merge",
     "fail": "FAIL: the candidate regressed",
@@ -24,6 +32,20 @@ def _run(role: str, x: GateInput) -> list[str]:
     if x.steps_described:
         lines.append(f"  {'':<9} {x.steps_described}")
     return lines
+
+
+def wrap(line: str) -> list[str]:
+    """One output line as lines of at most `WIDTH` columns; a continuation is indented under
+    the text of its item (after a "- " bullet)."""
+    if len(line) <= WIDTH:
+        return [line]
+    body = line.lstrip(" ")
+    indent = len(line) - len(body) + (2 if body.startswith("- ") else 0)
+    if body.startswith(("baseline ", "candidate ")):
+        indent = 12  # under the path, as the step description below it
+    indent = min(indent, 12)
+    return textwrap.wrap(line, WIDTH, subsequent_indent=" " * indent, break_long_words=True,
+                         break_on_hyphens=False, drop_whitespace=True) or [line[:WIDTH]]
 
 
 def fmt_change(c: Change, unit: str = "ms") -> str:
@@ -86,4 +108,5 @@ def render_text(result: GateResult) -> str:
         out.extend(f"  - {n}" for n in notes)
     # Names in these lines come from the traces (and file names): each line is made safe as a
     # whole by the output policy (advisor.safe_text), then no line may start a CI command.
-    return no_ci_commands("\n".join(plain(x, _LINE_LIMIT) for x in out) + "\n")
+    return no_ci_commands(
+        "\n".join(w for x in out for w in wrap(plain(x, _LINE_LIMIT))) + "\n")
