@@ -16,9 +16,7 @@ its steps after it (the window and the steps next to it left out).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,43 +26,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCRIPT = ROOT / "tests" / "capture" / "scripts" / "train_for.py"
+sys.path.insert(0, str(ROOT))
 
-
-def _median_ms(values: list[float]) -> float | None:
-    return statistics.median(values) * 1e3 if values else None
-
-
-def measure(out: Path) -> dict:
-    """Timing of one `advisor profile` run's analysis beside the job, from its --out folder."""
-    status = json.loads((out / "background_rank0.json").read_text())
-    steps = json.loads((out / "steps_rank0.json").read_text())
-    st = steps["state"]
-    t0 = float(st["run_start_unix"])
-    rec = st.get("recorded") or []
-    lo, hi = (min(rec) - 1, max(rec) + 1) if rec else (-1, -1)
-    settled = st.get("settled_at") or st.get("window_first") or 0
-    window_end = None
-    during, after = [], []
-    for i, b, e in st["step_times"]:
-        if rec and i == max(rec):
-            window_end = t0 + e / 1e9
-        if i <= settled or lo <= i <= hi:
-            continue
-        start, end = t0 + b / 1e9, t0 + e / 1e9
-        dur = (e - b) / 1e9
-        if end <= status["reported"] and start >= status["started"]:
-            during.append(dur)
-        elif start >= status["reported"]:
-            after.append(dur)
-    job_end = t0 + st["run_end_ns"] / 1e9 if st.get("run_end_ns") else None
-    return {
-        "window_closed_to_reports_s": status["reported"] - window_end if window_end else None,
-        "analysis_s": status.get("analysed", status["reported"]) - status["started"],
-        "job_ran_on_after_reports_s": job_end - status["reported"] if job_end else None,
-        "steps_during": len(during), "during_ms": _median_ms(during),
-        "steps_after": len(after), "after_ms": _median_ms(after),
-        "state": status.get("state"), "whole_run": status.get("whole_run"),
-    }
+from tests.capture.step_clock_data import _median_ms, measure  # noqa: E402
 
 
 def table(rows: list[tuple[str, dict, float | None]]) -> None:

@@ -17,29 +17,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "traces"
-REVIEWED = ROOT / "tests" / "corpus" / "expected.json"
+sys.path.insert(0, str(ROOT))
 
-
-def traces() -> list[str]:
-    return sorted(str(p.relative_to(SHARED)) for p in SHARED.rglob("*")
-                  if p.name.endswith((".sqlite", ".json.gz"))) if SHARED.exists() else []
-
-
-def summary(rel: str) -> dict:
-    from advisor.analysis import analyze
-    from advisor.report.json_report import to_dict
-
-    d = to_dict(analyze(SHARED / rel))
-    det = d["steps"]["detection"]
-    return {
-        "steps": d["steps"]["count"],
-        # Which steps, how they were found, and whether they carry estimates.
-        "detection": {"method": det["method"], "pid": det["pid"], "first": det["first"],
-                      "last": det["last"], "confidence": det["confidence"],
-                      "estimates": d["estimate_withheld"] is None},
-        "findings": {f["rule"]: round(f["estimated_speedup"], 3) for f in d["findings"]},
-    }
+from tests.corpus.corpus_data import REVIEWED, summary, traces  # noqa: E402
 
 
 def main() -> int:

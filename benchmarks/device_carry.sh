@@ -2,7 +2,8 @@
 # Lay out what one device call of benchmarks/unprofiled_check.py needs in a carry folder:
 #   site/       advisor as an installed package (rules and templates inside it, entry points in a
 #               dist-info) plus the nvtx wheel unpacked, for PYTHONPATH
-#   benchmarks/ the benchmark scripts and scenarios; tests/capture/scripts/train_for.py
+#   benchmarks/ the benchmark scripts and scenarios; tests/capture/scripts/train_for.py and
+#   tests/capture/step_clock_data.py (the scripts' log figures unprofiled_check.py imports)
 #   ext/        public training scripts, copied from `fetch` mirrors (never committed):
 #               ext/nanoGPT (karpathy/nanoGPT) and ext/timm (huggingface/pytorch-image-models,
 #               train.py beside its own timm package, so the script runs with the timm it ships with)
@@ -29,6 +30,7 @@ PY
 (cd "$dest/site" && python3 -m zipfile -e "$whl" .)
 cp -r "$src/benchmarks" "$dest/benchmarks"
 cp "$src/tests/capture/scripts/train_for.py" "$dest/tests/capture/scripts/"
+cp "$src/tests/capture/step_clock_data.py" "$dest/tests/capture/"  # unprofiled_check imports it
 for f in train.py model.py configurator.py config/train_shakespeare_char.py; do
   git --git-dir="$nano" show "HEAD:$f" > "$dest/ext/nanoGPT/$f"; done
 git --git-dir="$timm" show HEAD:train.py > "$dest/ext/timm/train.py"

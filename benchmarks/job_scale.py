@@ -22,11 +22,10 @@ from pathlib import Path
 
 import psutil
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from rank_synth import load_base, write_ranks
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from advisor.job.api import analyze_job
+from tests.rank_synth import load_base, write_ranks
 
 
 class PeakMemory:

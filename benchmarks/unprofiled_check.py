@@ -27,9 +27,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -55,8 +53,16 @@ TOLERANCE = 0.10
 
 # ----- the scripts' own figures ------------------------------------------------------------------
 
-NANOGPT_ITER = re.compile(r"^iter (\d+): loss [-\d.naninf]+, time ([\d.]+)ms", re.M)
-TIMM_TRAIN = re.compile(r"Train: (\d+) \[\s*(\d+)/\d+ .*?Time: ([\d.]+)s,")
+
+sys.path.insert(0, str(ROOT))
+from tests.capture.step_clock_data import (  # noqa: E402
+    NANOGPT_ITER,
+    TIMM_TRAIN,
+    _fig,
+    _script_figure,
+    _window,
+    fit_overheads,
+)
 
 
 def nanogpt_figure(log: str, skip: int = 10) -> dict | None:
@@ -67,12 +73,6 @@ def nanogpt_figure(log: str, skip: int = 10) -> dict | None:
 def timm_figure(log: str) -> dict | None:
     ms = [float(t) * 1e3 for _, idx, t in TIMM_TRAIN.findall(log) if int(idx) >= 2]
     return _fig(ms)
-
-
-def _fig(ms: list[float]) -> dict | None:
-    if len(ms) < 3:
-        return None
-    return {"median_ms": statistics.median(ms), "mean_ms": statistics.fmean(ms), "n": len(ms)}
 
 
 # ----- collect (on the GPU machine) --------------------------------------------------------------
@@ -379,63 +379,16 @@ def calibration_rows(dirs: list[Path]) -> list[dict]:
 def fit(a: argparse.Namespace) -> int:
     """Least squares (non-negative) of (raw replay - plain) over per-step event counts, from the
     captures in ``dirs`` or from rows saved by an earlier run (``--rows``)."""
-    import numpy as np
-
     rows = json.loads(a.rows.read_text())["rows"] if a.rows else calibration_rows(a.dirs)
-    cols_of = {"kineto": ["calls", "ops"], "kineto-stack": ["calls", "ops", "pys"]}
-    for mode in sorted({r["mode"] for r in rows}):
+    for mode, (cols, coef) in fit_overheads(rows).items():
         rs = [r for r in rows if r["mode"] == mode]
-        cols = cols_of.get(mode, ["calls"])
-        x = np.array([[r[c] for c in cols] for r in rs], dtype=float)
-        y = np.array([(r["raw_replay_ms"] - r["plain_ms"]) * 1e6 for r in rs])
-        from scipy.optimize import nnls
-
-        coef, _ = nnls(x, y)
         print(f"{mode}: " + ", ".join(f"{c} {v:.0f} ns" for c, v in zip(cols, coef, strict=True)))
-        for r, pred in zip(rs, x @ coef, strict=True):
+        for r in rs:
+            pred = sum(r[c] * v for c, v in zip(cols, coef, strict=True))
             print(f"   {r['workload']:12} plain {r['plain_ms']:8.3f}  traced {r['traced_ms']:8.3f}  "
                   f"raw replay {r['raw_replay_ms']:8.3f}  fit {r['raw_replay_ms'] - pred / 1e6:8.3f}"
                   f"  now {r['predicted_ms']:8.3f}  calls {r['calls']:6.0f}  ops {r['ops']:6.0f}")
     return 0
-
-
-def _script_figure(d: Path, kind: str, away: tuple[int, int] | None = None) -> dict | None:
-    """The script's own step figure from its log; ``away``: iterations to leave out (the
-    recorded window and the steps next to it, in a run under advisor)."""
-    if kind == "scenario":
-        p = d / "timing.json"
-        if not p.exists():
-            return None
-        t = json.loads(p.read_text())
-        per = t.get("per_step_ms") or []
-        return {"median_ms": statistics.median(per[1:]) if len(per) > 2
-                else t["step_ms_cuda_events"]["median"],
-                "mean_ms": statistics.fmean(per[1:]) if len(per) > 2
-                else t["step_ms_cuda_events"]["median"], "n": len(per)}
-    log = ""
-    if (d / "log.txt").exists():
-        log = (d / "log.txt").read_text(errors="replace")
-    elif (d / "log.txt.gz").exists():  # kept compressed in fixtures/
-        log = gzip.decompress((d / "log.txt.gz").read_bytes()).decode(errors="replace")
-    if kind == "nanogpt":
-        its = [(int(i), float(t)) for i, t in NANOGPT_ITER.findall(log) if int(i) >= 10]
-    else:
-        its = [(int(i), float(t) * 1e3) for _, i, t in TIMM_TRAIN.findall(log) if int(i) >= 2]
-    if away is not None:
-        its = [(i, t) for i, t in its if not away[0] <= i <= away[1]]
-    return _fig([t for _, t in its])
-
-
-def _window(d: Path) -> tuple[int, int] | None:
-    """Iterations of the script's own log to leave out around advisor's window (step N ends at
-    iteration N + 1's optimizer step: a margin of two on each side)."""
-    p = d / "steps_rank0.json"
-    if not p.exists():
-        return None
-    st = json.loads(p.read_text())["state"]
-    if st.get("window_first") is None or not st.get("recorded"):
-        return None
-    return st["window_first"] - 1, max(st["recorded"]) + 3
 
 
 def table(a: argparse.Namespace) -> int:

@@ -9,33 +9,25 @@ with the framework's own knob, the measured speedup and advisor's estimate from 
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
 from advisor.analysis import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
-PUBLIC = ROOT / "fixtures" / "public"
-# (case, fix as applied, rule, variant traced, variant after the fix)
-ROWS = [
-    ("nanogpt", "--compile=True", "compiler-fusion", "eager", "compile"),
-    ("timm-vit-b", "--torchcompile", "compiler-fusion", "bf16-eager", "bf16-compile"),
-    ("lightning-vit-b", "precision=bf16-mixed", "fp32-matmul", "32-true", "bf16-mixed"),
-    ("hf-gpt2", "--bf16", "fp32-matmul", "fp32", "bf16"),
-    ("planted-gpt-routes", "torch.compile", "compiler-fusion", "wide-eager", "wide-compile"),
-    ("planted-gpt-routes", "torchao float8 + compile", "fp8-candidate", "wide-eager", "wide-fp8-compile"),
-    ("planted-gpt-routes", "torchao float8, eager", "fp8-candidate", "wide-eager", "wide-fp8"),
-]
+sys.path.insert(0, str(ROOT))
+
+from tests.validation_data import PUBLIC, PUBLIC_ROWS, public_speedup  # noqa: E402
+
+ROWS = PUBLIC_ROWS
 
 
 def main() -> None:
-    measured = json.loads((PUBLIC / "measured.json").read_text())
     cache: dict[Path, object] = {}
     print(f"{'case':20} {'fix':26} {'rule':16} {'measured':>9} {'nsys est':>9} {'ratio':>6} "
           f"{'kineto est':>10} {'ratio':>6}  top finding (nsys / kineto)")
     for case, fix, rule, before, after in ROWS:
-        ms = measured[case]["step_ms"]
-        meas = ms[before] / ms[after]
+        meas = public_speedup(case, before, after)
         cells, tops = [], []
         for name in ("nsys.sqlite.gz", "trace.json.gz"):
             p = PUBLIC / case / name

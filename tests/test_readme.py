@@ -33,3 +33,53 @@ def test_the_measured_figures_are_the_recorded_ones():
     for figure in (f"{m['bad']['mean_ms']:.2f} ms", f"{m['good']['mean_ms']:.2f} ms",
                    f"{m['speedup_mean']:.2f}x measured"):
         assert figure in " ".join(README.split()), figure
+
+
+# ----- "How far to trust the numbers": each figure recomputed with the command the README names --
+
+def _said() -> str:
+    return " ".join(README.split())
+
+
+def _public_ratios(rule: str, cases: tuple[str, ...]) -> tuple[list[float], list[float]]:
+    """(estimate / measured for each capture, measured speedups) of the public rows
+    `python benchmarks/validate_public.py` prints."""
+    from advisor.analysis import analyze
+    from tests import validation_data as vd
+
+    ratios, measured = [], []
+    for case, _fix, r, before, after in vd.PUBLIC_ROWS:
+        if r != rule or case not in cases:
+            continue
+        m = vd.public_speedup(case, before, after)
+        measured.append(m)
+        for name in ("nsys.sqlite.gz", "trace.json.gz"):
+            f = next(x for x in analyze(vd.PUBLIC / case / name).results.findings if x.rule == rule)
+            ratios.append(f.estimate.speedup / m)
+    return ratios, measured
+
+
+def test_the_public_script_ratios_are_what_validate_public_prints():
+    ratios, measured = _public_ratios("fp32-matmul", ("lightning-vit-b", "hf-gpt2"))
+    autocast = (f"autocast on the FP32 Lightning ViT and HF GPT-2 is estimated at "
+                f"{min(ratios):.2f}-{max(ratios):.2f}x of it "
+                f"({measured[0]:.2f}x and {measured[1]:.2f}x measured")
+    assert autocast in _said(), autocast
+    ratios, _ = _public_ratios("compiler-fusion", ("nanogpt", "timm-vit-b"))
+    compile_ = f"compile estimates on nanoGPT and timm are {min(ratios):.2f}-{max(ratios):.2f}x"
+    assert compile_ in _said(), compile_
+
+
+def test_the_step_time_claim_is_what_step_time_check_prints():
+    from tests import validation_data as vd
+
+    errs = vd.step_time_errors("nsys")
+    within = sum(abs(e) <= vd.STEP_TIME_BAND for e in errs.values())
+    claim = f"within {vd.STEP_TIME_BAND:.0%} on {within} of {len(errs)} nsys captures"
+    assert claim in _said(), claim
+
+
+def test_the_count_of_unmeasured_findings_on_healthy_traces_is_the_listed_one():
+    from tests.healthy_findings import UNMEASURED
+
+    assert f"the {len(UNMEASURED)} findings of other rules on healthy traces" in _said()

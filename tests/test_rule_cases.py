@@ -1,5 +1,6 @@
 """Every rule on its real H100 scenario: the bad trace raises it first, the fixed trace does not,
-and the estimate lands within a factor 1.3 of the speedup measured without a profiler.
+and the estimate lands within a factor 1.3 of the speedup measured without a profiler and within
+30% (or the rule's stated ``GAIN_TOLERANCE``) of the measured gain, the share of the step saved.
 
 The traces and timings come from benchmarks/scenarios (captured on an H100; see
 fixtures/README.md). A rule without a scenario fails here: rules are validated on real
@@ -8,16 +9,13 @@ traces or not shipped.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
 from advisor.engine.registry import load_rules
-from tests.conftest import ROOT, SCENARIOS
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-import validate_rules
+from tests import validation_data as vd
+from tests.conftest import SCENARIOS
 
 RULES = [r.name for r in load_rules()]
 FORMATS = ("nsys", "kineto")
@@ -45,7 +43,7 @@ OUT_OF_TOLERANCE = {
 
 # The disjoint check set (fixtures/scenarios-check: the same scenarios at other shapes, nothing
 # fitted on them). Its misses are the model's honest error, kept visible as strict xfails.
-CHECK = validate_rules.SETS["check"]
+CHECK = vd.SETS["check"]
 CHECK_CASES = [(r.name, fmt) for r in sorted(CHECK.iterdir()) if r.is_dir() for fmt in FORMATS]
 CHECK_OUT_OF_TOLERANCE = {
     ("unfused-attention", "kineto"): "0.73x of measured at S=1024, 12 heads: the settled "
@@ -65,12 +63,12 @@ class Rows:
 
     def __init__(self, base: Path, tmp: Path) -> None:
         self._base, self._tmp = base, tmp
-        self._rows: dict[tuple[str, str], validate_rules.Row] = {}
+        self._rows: dict[tuple[str, str], vd.Row] = {}
 
-    def __getitem__(self, key: tuple[str, str]) -> validate_rules.Row:
+    def __getitem__(self, key: tuple[str, str]) -> vd.Row:
         if key not in self._rows:
             rule, fmt = key
-            row = validate_rules.validate(self._base / rule, fmt, self._tmp)
+            row = vd.validate(self._base / rule, fmt, self._tmp)
             assert row is not None, f"{self._base.name} {rule}/{fmt}: capture missing"
             self._rows[key] = row
         return self._rows[key]
@@ -96,7 +94,7 @@ def test_check_set_estimate_is_within_tolerance(check_rows, rule, fmt, request):
         request.applymarker(pytest.mark.xfail(reason=CHECK_OUT_OF_TOLERANCE[(rule, fmt)], strict=True))
     row = check_rows[(rule, fmt)]
     ratio = row.estimated / row.measured
-    assert 1 / validate_rules.TOLERANCE <= ratio <= validate_rules.TOLERANCE, (
+    assert 1 / vd.TOLERANCE <= ratio <= vd.TOLERANCE, (
         f"{rule}/{fmt}: estimated {row.estimated:.3f}x vs measured {row.measured:.3f}x")
 
 
@@ -146,16 +144,95 @@ def test_estimate_is_within_tolerance_of_the_measured_speedup(rows, rule: str, f
     row = rows[(rule, fmt)]
     assert row.estimated is not None, f"{rule}/{fmt}: not raised ({row.bad_findings})"
     ratio = row.estimated / row.measured
-    assert 1 / validate_rules.TOLERANCE <= ratio <= validate_rules.TOLERANCE, (
+    assert 1 / vd.TOLERANCE <= ratio <= vd.TOLERANCE, (
         f"{rule}/{fmt}: estimated {row.estimated:.3f}x vs measured {row.measured:.3f}x")
 
 
+# The gain, the share of the step the fix saves, estimated against measured (issue 35): within 30%
+# or the rule's stated GAIN_TOLERANCE. A factor on the speedup lets a small gain be off by 8x;
+# this does not. Misses kept visible as strict xfails, fit and check sets apart.
+GAIN_MISSES = {
+    ("cpu-bound-loss", "kineto"): "+34% (72% of the step promised, 54% measured): torch.profiler "
+    "slows the sync-heavy per-sample loop 2.6x and the overhead model removes only part of it "
+    "(see OUT_OF_TOLERANCE)",
+    ("loader-jitter", "nsys"): "+43% (41% of the step promised, 29% measured): the replay takes "
+    "the whole input wait off, and the fixed run gets less than that back (where the rest goes is "
+    "not isolated)",
+    ("loader-jitter", "kineto"): "+33% (38% promised, 29% measured): same",
+}
+CHECK_GAIN_MISSES = {
+    ("fp8-candidate", "nsys"): "+64% (27% of the step promised, 17% measured) at 2048->8192 on "
+    "16384 tokens: the FP8 GEMM efficiency (1.05x the rate ratio) and the cast shares were "
+    "fitted at 4096->16384 and do not carry over to this shape (which part misses is not isolated)",
+    ("fp8-candidate", "kineto"): "+64%: same",
+}
+
+
+def _assert_gain(row: vd.Row) -> None:
+    assert row.estimated is not None, f"{row.rule}/{row.fmt}: not raised ({row.bad_findings})"
+    assert row.gain_ok, (
+        f"{row.rule}/{row.fmt}: estimated saving {vd.saving(row.estimated):.1%} vs measured "
+        f"{vd.saving(row.measured):.1%} ({row.gain_error:+.0%}; bound {vd.gain_bound(row.rule):.0%})")
+
+
+@pytest.mark.grouped_by("rule", "fmt")
+@pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
+def test_estimated_gain_is_within_the_rules_bound_of_the_measured_gain(rows, rule, fmt, request):
+    if (rule, fmt) in GAIN_MISSES:
+        request.applymarker(pytest.mark.xfail(reason=GAIN_MISSES[(rule, fmt)], strict=True))
+    _assert_gain(rows[(rule, fmt)])
+
+
+@pytest.mark.grouped_by("rule", "fmt")
+@pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
+def test_check_set_gain_is_within_the_rules_bound(check_rows, rule, fmt, request):
+    if (rule, fmt) in CHECK_GAIN_MISSES:
+        request.applymarker(pytest.mark.xfail(reason=CHECK_GAIN_MISSES[(rule, fmt)], strict=True))
+    _assert_gain(check_rows[(rule, fmt)])
+
+
+def test_a_rules_gain_bound_is_stated_and_not_looser_than_the_default():
+    """A rule may hold itself to a tighter bound (compiler-fusion does: its modelling choices move
+    the gain by less than 30%), never a looser one that would let a halved gain pass."""
+    for cls in load_rules():
+        bound = vd.gain_bound(cls.name)
+        assert 0 < bound <= vd.GAIN_TOLERANCE, (cls.name, bound)
+
+
+STABLE_WITH_MISSES = {
+    "loader-jitter": "stable, but its gain misses on both formats of its fit capture (GAIN_MISSES)",
+    "fp8-candidate": "stable, but its gain misses on both formats of the check set (CHECK_GAIN_MISSES)",
+    "uncaptured-cuda-graph": "stable, but its torch.profiler check-set estimate is 1.51x of measured "
+    "(CHECK_OUT_OF_TOLERANCE)",
+}
+"""Rules marked stable whose validation misses somewhere (issue 35): whether to lower their status
+or fix the model is the lead's call; until then the contradiction is a visible strict xfail."""
+
+
 @pytest.mark.parametrize("rule", RULES)
-def test_a_stable_rule_is_validated_on_both_trace_formats(rule: str):
-    from advisor.engine.registry import load_rules
+def test_a_stable_rule_is_validated_on_both_trace_formats(rule: str, request):
+    """Reads every list of misses (speedup and gain, fit and check sets): a stable rule has none."""
     from advisor.engine.rule import Status
 
+    if rule in STABLE_WITH_MISSES:
+        request.applymarker(pytest.mark.xfail(reason=STABLE_WITH_MISSES[rule], strict=True))
     cls = next(r for r in load_rules() if r.name == rule)
     if cls.status is Status.STABLE:
-        assert not any((rule, fmt) in OUT_OF_TOLERANCE for fmt in FORMATS), (
-            f"{rule} is stable but its estimate misses on a real capture")
+        tables = {"fit": OUT_OF_TOLERANCE, "check": CHECK_OUT_OF_TOLERANCE, "fit gain": GAIN_MISSES,
+                  "check gain": CHECK_GAIN_MISSES}
+        misses = [(name, fmt) for name, table in tables.items() for fmt in FORMATS if (rule, fmt) in table]
+        assert not misses, f"{rule} is stable but its estimate misses on a real capture: {misses}"
+
+
+DOCS = (vd.ROOT / "docs" / "validation.md").read_text()
+
+
+@pytest.mark.grouped_by("rule", "fmt")
+@pytest.mark.parametrize(("rule", "fmt"), CAPTURED)
+def test_the_docs_table_shows_this_estimate_and_its_gain(rows, rule, fmt):
+    """docs/validation.md's rules table is `benchmarks/validate_rules.py --markdown`'s: each fit-set
+    row carries what the code estimates now, beside the speedup ratio (issue 35)."""
+    line = next((x for x in DOCS.splitlines() if x.startswith(f"| fit | {rule} |")), None)
+    assert line is not None, f"{rule}: no row in docs/validation.md"
+    for cell in vd.markdown_cells(rows[(rule, fmt)]):
+        assert f"| {cell} |" in line, (cell, line)

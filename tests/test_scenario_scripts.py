@@ -62,3 +62,19 @@ def test_a_scenario_runs_its_steps_through_the_shared_loop(monkeypatch, capsys):
     runpy.run_path(str(HERE / "host-sync" / "scenario.py"), run_name="__main__")
     line = capsys.readouterr().out.strip()
     assert line.startswith("good: 2 steps, ") and " ms/step; host work {" in line
+
+
+def test_the_harness_applies_a_fix_on_top_of_a_fixed_variant(harness, monkeypatch):
+    """``--fix compile`` (docs/validation.md: timing compiler-fusion's fix on a fixed scenario)
+    wraps the scenario's model in torch.compile, lazily: nothing compiles until a step runs."""
+    import torch
+
+    monkeypatch.setenv("SCENARIO_TINY", "1")
+    obj = harness.load_scenario("host-sync").build("good", "cpu")
+    eager = obj.model
+    assert harness.apply_fix(obj, None).model is eager
+    harness.apply_fix(obj, "compile")
+    assert isinstance(obj.model, torch._dynamo.eval_frame.OptimizedModule)
+    assert obj.model._orig_mod is eager
+    with pytest.raises(SystemExit):
+        harness.apply_fix(object(), "compile")

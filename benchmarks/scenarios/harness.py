@@ -148,10 +148,35 @@ def standalone(build, variants=("bad", "good"), device_flag=False, warmup=0, not
     return s
 
 
+FIXES = ("compile", "max-autotune", "fp8-compile")
+"""Fixes the harness applies on top of a variant (``--fix``), to time a finding raised on a fixed
+capture (docs/validation.md, "No false findings on healthy steps"): ``compile`` is
+``torch.compile(model)``, compiler-fusion's fix; ``max-autotune`` the same with Inductor's GEMM
+epilogues (unfused-gemm-gelu's fix on a compiled step); ``fp8-compile`` torchao float8 training
+then compile, fp8-candidate's compile route."""
+
+
+def apply_fix(obj, fix):
+    """Apply ``fix`` to the scenario's ``model`` in place (every eager scenario keeps its network
+    there; its optimizer holds the same parameters, which compile and float8 keep)."""
+    if fix is None:
+        return obj
+    model = getattr(obj, "model", None)
+    if not isinstance(model, torch.nn.Module):
+        raise SystemExit(f"--fix {fix}: this scenario has no .model to apply it to")
+    if fix == "fp8-compile":
+        from torchao.float8 import convert_to_float8_training
+
+        convert_to_float8_training(model)
+    obj.model = torch.compile(model, mode="max-autotune" if fix == "max-autotune" else None)
+    return obj
+
+
 def result_dict(args, obj, warm_s, ev_ms, host_ms, wall, mode):
     d = {
         "scenario": args.scenario,
         "variant": args.variant,
+        "fix": getattr(args, "fix", None),
         "mode": mode,
         "warmup_steps": args.warmup,
         "warmup_s": round(warm_s, 3),
@@ -178,11 +203,13 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--fix", choices=FIXES, default=None,
+                    help="apply this fix on top of the variant (see FIXES)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
     mod = load_scenario(args.scenario)
-    obj = mod.build(args.variant, "cuda")
+    obj = apply_fix(mod.build(args.variant, "cuda"), args.fix)
     warm_s = warm_up(obj, args.warmup)
 
     if args.mode == "timing":

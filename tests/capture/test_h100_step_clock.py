@@ -6,19 +6,15 @@ analysis beside the job must have reported while the job still ran. No torch nee
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from advisor.capture.steptimes import StepClock, measured_step
+from tests.capture.step_clock_data import _script_figure, _window, fit_overheads, measure
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23"
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from background_cost import measure  # noqa: E402
-from unprofiled_check import _script_figure, _window  # noqa: E402
 
 RUNS = [("res/nanogpt-kineto", "nanogpt"), ("res2/timm-long", "timm"),
         ("../h100-2026-11-23b/nanogpt-kineto", "nanogpt")]  # second pass, after the CUPTI teardown
@@ -42,14 +38,10 @@ def test_the_reports_were_written_while_the_long_epoch_ran():
     assert r["steps_during"] > 20 and r["steps_after"] > 100
 
 
-def test_the_calibration_fit_quoted_in_the_docs_comes_from_the_saved_rows(capsys):
+def test_the_calibration_fit_quoted_in_the_docs_comes_from_the_saved_rows():
     """docs/validation.md and profiler_cost quote 13.6 and 9.6 us per CUDA call for nsys with and
-    without the OS-runtime/cuBLAS/cuDNN APIs: the fit over the second pass's saved rows."""
-    import argparse
-
-    from unprofiled_check import fit
-
+    without the OS-runtime/cuBLAS/cuDNN APIs: the fit over the second pass's saved rows
+    (what `python benchmarks/unprofiled_check.py fit --rows ...` prints)."""
     rows = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23b" / "fit_rows.json"
-    assert fit(argparse.Namespace(rows=rows, dirs=[])) == 0
-    out = capsys.readouterr().out
-    assert "nsys: calls 13588 ns" in out and "nsys-lean: calls 9568 ns" in out
+    fitted = fit_overheads(json.loads(rows.read_text())["rows"])
+    assert round(fitted["nsys"][1][0]) == 13588 and round(fitted["nsys-lean"][1][0]) == 9568

@@ -15,10 +15,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from corpus_snapshot import REVIEWED, summary, traces
+from tests.corpus.corpus_data import REVIEWED, summary, traces
 
 TRACES = traces()
 SPEEDUP_TOLERANCE = 0.02

@@ -12,15 +12,12 @@ come from the benchmark (minutes of fitting), quoted in docs/validation.md.
 from __future__ import annotations
 
 import statistics
-import sys
 
 import pytest
 
 from advisor.engine import profiler_cost as pc
 from tests.conftest import ROOT
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from profiler_cost_fit import Capture, captures, measured_outside
+from tests.engine.profiler_cost_data import Capture, captures, measured_outside
 
 DIRS = [ROOT / "fixtures/unprofiled/h100-2026-11-23d" / r for r in ("run1", "run2")]
 CAPTURES = captures(DIRS)

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, shared
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import rank_synth
+from tests import rank_synth
+from tests.conftest import shared
 
 STRAGGLER = 2
 DELAY_US = 3000.0
@@ -33,4 +29,23 @@ def synth_summaries(synth_ranks):
     from advisor.job.inputs import assign_ranks
 
     return assign_ranks([s for i, p in enumerate(synth_ranks)
+                         for s in summarize_file(str(p), i, LoadOptions())])
+
+
+@pytest.fixture(scope="session")
+def imbalanced_ranks(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    """Four ranks of the HTA NCCL trace where the late rank changes with the step (rank j in
+    step j, 3 ms at every collective): load imbalance, no single straggler."""
+    base = rank_synth.load_base(shared("hta/nccl_parser_config/nccl_data.json.gz"))
+    out = tmp_path_factory.mktemp("imbalanced")
+    return rank_synth.write_ranks(out, WORLD, delay_us=DELAY_US, base=base, rotate=True)
+
+
+@pytest.fixture(scope="session")
+def imbalanced_summaries(imbalanced_ranks):
+    from advisor.ingest.base import LoadOptions
+    from advisor.job.cluster import summarize_file
+    from advisor.job.inputs import assign_ranks
+
+    return assign_ranks([s for i, p in enumerate(imbalanced_ranks)
                          for s in summarize_file(str(p), i, LoadOptions())])

@@ -48,7 +48,7 @@ def test_two_ranks_in_one_nsys_file_waiting_and_straggler():
 
 
 def test_planted_straggler_clock_skew_and_waiting(synth_summaries):
-    import rank_synth
+    from tests import rank_synth
 
     job = build_job(synth_summaries)
     assert [r.rank_source for r in job.ranks] == ["trace metadata"] * WORLD

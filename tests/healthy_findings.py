@@ -1,0 +1,73 @@
+"""Findings raised on healthy traces (fixed scenario captures, nsys-ai's after-fix run) that no
+measurement backs: each is a false finding until the fix it names is applied to that step and
+timed on the H100 (issue 35 item 3; it replaces the ``KNOWN_TRUE`` allowlist).
+
+tests/test_rule_matrix.py runs every one as a strict xfail ("the rule must not raise this"), so
+the count stays visible and an entry that stops being raised fails the suite until it is removed.
+``benchmarks/rule_matrix.py --markdown`` prints the table in docs/validation.md, with the fix
+each one needs measured (``FIX``). None of these fixed steps has a measurement of that fix in
+fixtures/: the figures the old allowlist quoted (fp8-candidate 1.31x/1.20x, compile 1.10-1.34x)
+were measured on other models and shapes.
+"""
+
+from __future__ import annotations
+
+_COMPILE = "unmeasured: eager step, compile never timed on it"
+_FP8 = "unmeasured: BF16 GEMMs, FP8 never timed on this model"
+_GELU = "unmeasured: GELU after fc1, a fused epilogue never timed on this model"
+_FP32 = "unmeasured: the graphed MLP trains in FP32, autocast never timed on it"
+_KINETO_ONLY = "; raised on the torch.profiler capture only, not on the nsys one"
+
+UNMEASURED: dict[tuple[str, str], str] = {
+    ("scenarios/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"): _FP8,
+    ("scenarios/fp32-matmul/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/fp32-matmul/good/trace.json.gz", "fp8-candidate"): _FP8,
+    ("scenarios/host-sync/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/host-sync/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/loader-jitter/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/loader-jitter/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "fp8-candidate"): _FP8,
+    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "fp8-candidate"): _FP8,
+    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/pageable-memcpy/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/pageable-memcpy/good/trace.json.gz", "fp8-candidate"): _FP8,
+    ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"): _FP32 + _KINETO_ONLY,
+    ("scenarios/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE + _KINETO_ONLY,
+    ("scenarios/unfused-attention/good/trace.json.gz", "fp8-candidate"): _FP8 + _KINETO_ONLY,
+    ("scenarios/unfused-attention/good/trace.json.gz", "unfused-gemm-gelu"): _GELU + _KINETO_ONLY,
+    ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"): _FP8 + "; nsys only",
+    ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU + "; nsys only",
+    ("scenarios-check/fp32-matmul/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios-check/fp8-candidate/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios-check/fp8-candidate/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios-check/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"): _FP32 + _KINETO_ONLY,
+    ("scenarios-check/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE + _KINETO_ONLY,
+    ("nsys-ai/mfu_2gpu_after.sqlite", "compiler-fusion"): "unmeasured: a third party's 2-GPU run, "
+    "no compile variant of it exists",
+    ("nsys-ai/mfu_2gpu_after.sqlite", "host-sync"): "unmeasured: 10 cudaMemcpyAsync per step wait "
+    "for the GPU (0.1 ms per step); a third party's run, nothing to re-time",
+}
+"""(trace label, rule) -> why it is not a measured true finding."""
+
+FIX = {
+    "compiler-fusion": "`harness.py timing --variant good --fix compile` against `--variant good`",
+    "fp8-candidate": "`--fix fp8-compile` against `--fix compile` (torchao float8, compiled: the "
+                     "route the rule names)",
+    "unfused-gemm-gelu": "`--fix max-autotune` against `--fix compile` (Inductor's GEMM epilogues); "
+                         "on compiler-fusion: `--variant gpt2-eager --fix max-autotune` against "
+                         "`--variant gpt2-compile`",
+    "fp32-matmul": "a `good-bf16` variant to add to uncaptured-cuda-graph's scenario: the graph "
+                   "captured under torch.autocast(bfloat16)",
+    "host-sync": "none: a third party's trace",
+}
+"""How to time the fix each rule names on a fixed scenario (benchmarks/scenarios/harness.py
+``--fix``; docs/validation.md has the device commands)."""
