@@ -30,6 +30,14 @@ GIB = 1 << 30
 RATIO_FLOOR_BYTES = 256 << 20  # below this much output, any ratio is fine (tiny, sparse files)
 
 
+MAX_NAME_CHARS = 16384
+"""Names (kernels, ranges, calls, processes, threads) are cut to this many characters as they
+are read, with "…" marking the cut: a small file may hold, or generate (a SQLite generated
+column, a gzip of one long string), names of hundreds of megabytes, and every report would hold
+them per event. The longest name in the fixtures and ../shared/traces is a 7,528-character
+operator range with its input shapes; demangled kernel names stay under 1,500."""
+
+
 @dataclass(frozen=True)
 class UnpackLimits:
     max_bytes: int = 32 * GIB
