@@ -53,7 +53,16 @@ def step_number(name: str) -> int | bool | None:
     m = STEP_NAME.match(name)
     if not m:
         return False
-    return int(m.group(1)) if m.group(1) is not None else None
+    return _number(m.group(1)) if m.group(1) is not None else None
+
+
+_MAX_DIGITS = 18
+"""A step number longer than this is no count of steps (``ProfilerStep#`` and 5,000 nines):
+it reads as no number, and int() is never asked for more digits than Python converts."""
+
+
+def _number(digits: str) -> int | None:
+    return int(digits) if len(digits) <= _MAX_DIGITS else None
 
 
 def is_step_name(name: str) -> bool:
@@ -92,7 +101,7 @@ def _index_in_name(name: str) -> int | None:
     if isinstance(number, int) and not isinstance(number, bool):
         return number
     m = _TRAILING_NUMBER.search(name)
-    return int(m.group(1)) if m else None
+    return _number(m.group(1)) if m else None
 
 
 def matches_step(name: str, pattern: re.Pattern[str] | None) -> bool:

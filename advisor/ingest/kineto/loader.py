@@ -33,7 +33,7 @@ from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait
 from advisor.graph.steps import compile_step_pattern, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.input_file import UnpackLimits
-from advisor.ingest.kineto.event_mapper import Collected, EventMapper
+from advisor.ingest.kineto.event_mapper import Collected, EventMapper, clean_text
 from advisor.ingest.kineto.event_stream import (
     GZIP_MAGIC,
     TraceDocument,
@@ -336,7 +336,7 @@ def _gpus(properties: Any, used: set[int]) -> list[GpuInfo]:
             continue
         major, minor = prop.get("computeMajor"), prop.get("computeMinor")
         gpus.append(GpuInfo(
-            device=prop["id"], name=str(prop.get("name", "")),
+            device=prop["id"], name=clean_text(prop.get("name", "")),
             sm_count=prop.get("numSms") if type(prop.get("numSms")) is int else None,
             memory_bytes=(prop.get("totalGlobalMem")
                           if type(prop.get("totalGlobalMem")) is int else None),
