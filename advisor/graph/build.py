@@ -17,10 +17,10 @@ from advisor.graph.model import (
     SyncWait,
     TraceInfo,
 )
+from advisor.graph.step_pattern import compile_step_pattern
 from advisor.graph.steps import (
     attach_gpu_times,
     attach_phases,
-    compile_step_pattern,
     find_launch_pattern,
     host_ranges_repeat,
     mark_warmup,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from advisor.graph.model import PHASES, CpuRange, Step, StepSource
 from advisor.graph.projection import Projector
+from advisor.graph.step_pattern import StepPattern
 
 if TYPE_CHECKING:
     from advisor.graph.model import OpGraph
@@ -81,18 +82,6 @@ def phase_of(name: str) -> str | None:
     return None
 
 
-def compile_step_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    """The user's ``--steps`` regular expression, or None; `InputError` when it does not compile."""
-    if pattern is None:
-        return None
-    from advisor.errors import InputError
-
-    try:
-        return re.compile(pattern)
-    except re.error as e:
-        raise InputError(f"--steps {pattern!r}: not a regular expression ({e})") from e
-
-
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
 
 
@@ -104,12 +93,12 @@ def _index_in_name(name: str) -> int | None:
     return _number(m.group(1)) if m else None
 
 
-def matches_step(name: str, pattern: re.Pattern[str] | None) -> bool:
+def matches_step(name: str, pattern: StepPattern | None) -> bool:
     """A step range: one the user's pattern finds (``re.search``), else one named like a step."""
     return bool(pattern.search(name)) if pattern is not None else is_step_name(name)
 
 
-def steps_from_ranges(ranges: Iterable[CpuRange], pattern: re.Pattern[str] | None = None,
+def steps_from_ranges(ranges: Iterable[CpuRange], pattern: StepPattern | None = None,
                       pid: int | None = None) -> list[Step]:
     """Steps from step-named ranges: the outermost ones on the thread that has the most.
 

@@ -30,7 +30,8 @@ from advisor.errors import UnsupportedTraceError
 from advisor.gc_pause import gc_paused
 from advisor.graph.build import build_graph
 from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait, TraceInfo
-from advisor.graph.steps import compile_step_pattern, steps_from_ranges
+from advisor.graph.step_pattern import compile_step_pattern
+from advisor.graph.steps import steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.input_file import UnpackLimits
 from advisor.ingest.kineto.event_mapper import Collected, EventMapper, clean_text

@@ -18,7 +18,6 @@ finding can be looked up in the export.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -42,7 +41,8 @@ from advisor.graph.model import (
     SyncWait,
     TraceInfo,
 )
-from advisor.graph.steps import compile_step_pattern, matches_step, steps_from_ranges
+from advisor.graph.step_pattern import StepPattern, compile_step_pattern
+from advisor.graph.steps import matches_step, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.nsys import schema as S
 from advisor.ingest.nsys.export_file import (
@@ -239,7 +239,7 @@ class _Loader:
             return True  # an export that does not say: count them
         return self.schema.table("CUDA_CALLCHAINS") is not None
 
-    def _step_candidates(self, pattern: re.Pattern[str] | None = None) -> list[CpuRange]:
+    def _step_candidates(self, pattern: StepPattern | None = None) -> list[CpuRange]:
         """Step-like NVTX ranges of the whole trace (and, in the same scan, domain names);
         with ``pattern`` (``--steps``), the ranges it finds instead."""
         name_tests: list[str] = []
