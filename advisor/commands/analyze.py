@@ -61,9 +61,11 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @click.option("--job", "as_job", is_flag=True,
               help="Analyse across ranks even for one file (one nsys report of a whole torchrun job).")
 @click.option("--scheduler", metavar="ADDRESS",
-              help="Multi-rank: run the per-rank work on this Dask scheduler (default: a local cluster).")
+              help="Multi-rank: run the per-rank work on this Dask scheduler, tcp://HOST:PORT "
+                   "(default: a local cluster).")
 @click.option("--workers", type=click.IntRange(min=1),
-              help="Multi-rank: worker processes of the local Dask cluster (default: one per core).")
+              help="Multi-rank: worker processes of the local Dask cluster (default and most: "
+                   "one per core, and one per rank).")
 @click.option("--rank-rules", type=click.Choice(["sample", "all", "none"]), default="sample",
               show_default=True,
               help="Multi-rank: run the per-rank rules on a sample of ranks (the straggler, the "
@@ -91,6 +93,10 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
     except ValueError as e:
         raise click.BadParameter(f"{max_unpacked!r} is not a size like 500M or 32G",
                                  param_hint="--max-unpacked") from e
+    if scheduler is not None:  # before Dask is imported (seconds): a bad address fails at once
+        from advisor.job.scheduler import checked_address
+
+        scheduler = checked_address(scheduler)
     if json_out == STDOUT and html_out == STDOUT:
         raise OutputError("--json - and --html - both ask for stdout; give one of them a file")
     settings = settings_from_cli(select, ignore, rule_option, isolated)
