@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -57,10 +58,10 @@ def parse_size(text: str) -> int:
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     number = t[:-1] if scale > 1 else t
-    value = float(number)
-    if not value > 0 or value != value:
+    value = float(number) * scale
+    if not (math.isfinite(value) and value >= 1):  # "inf", "nan", "1e400": no size
         raise ValueError(text)
-    return int(value * scale)
+    return int(value)
 
 
 def check_regular(path: Path) -> os.stat_result:
