@@ -8,6 +8,8 @@ traceback and exits 70 so it is never mistaken for a finding.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import os
 import sys
@@ -62,11 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("advisor: interrupted", err=True)
         return 130
+    except OSError as e:
+        if e.errno not in _STREAM_ERRNOS:
+            return _internal_error()
+        # Reports to files fail as `OutputError`; this is a standard stream that cannot take
+        # what we print (`> /dev/full`, a closed pipe or descriptor): one line, if stderr can.
+        _drop_stdout()
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            click.echo(f"advisor: error: cannot write the output ({plain(e.strerror or e)})",
+                       err=True)
+        return ExitCode.BAD_INPUT
     except Exception:  # a bug: say so, with the traceback, and never exit 0/1/2
-        traceback.print_exc()
-        click.echo("advisor: internal error (a bug in advisor; please report it with the "
-                   "traceback above)", err=True)
-        return INTERNAL_ERROR
+        return _internal_error()
     return int(result or 0)
 
 
@@ -77,6 +86,27 @@ def _show_usage_error(e: click.ClickException) -> None:
     e.show(file=shown)
     lines = (plain(line, 10_000) for line in shown.getvalue().splitlines())
     click.echo(no_ci_commands("\n".join(lines)), err=True)
+# A standard stream that fails a write: full (ENOSPC, EDQUOT, EFBIG), gone (EPIPE), closed
+# (EBADF), broken (EIO).
+_STREAM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EPIPE, errno.EBADF,
+                            errno.EIO})
+
+
+def _internal_error() -> int:
+    """A bug: the traceback and exit 70, never mistaken for a verdict."""
+    traceback.print_exc()
+    click.echo("advisor: internal error (a bug in advisor; please report it with the "
+               "traceback above)", err=True)
+    return INTERNAL_ERROR
+
+
+def _drop_stdout() -> None:
+    """Point stdout's descriptor at /dev/null, so that what is still buffered for it is not
+    written again (and fails again, with Python's own message) when the process exits."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 def _may_skip_teardown() -> bool:
@@ -98,8 +128,9 @@ def run() -> None:
     code = main()
     if _may_skip_teardown():
         try:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            for stream in (sys.stdout, sys.stderr):
+                if stream is not None:  # None: the descriptor was closed when Python started
+                    stream.flush()
         except (OSError, ValueError):  # a closed pipe: the normal exit reports it
             sys.exit(code)
         os._exit(code)

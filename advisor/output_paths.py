@@ -11,13 +11,15 @@ a half-written file, or last run's file left in place, lets CI read a stale verd
 * `write_atomic` writes a temporary file beside the output and renames it over the output, so
   the output is either the old file or the complete new one, never a torn mix.
 
-``-`` means standard output and is passed through unchecked.
+``-`` means standard output; it is refused only when standard output is closed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -43,6 +45,21 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
 
 def _same(a: tuple[str, tuple[int, int] | None], b: tuple[str, tuple[int, int] | None]) -> bool:
     return a[0] == b[0] or (a[1] is not None and a[1] == b[1])
+
+
+def _check_stdout(option: str) -> None:
+    """Refuse ``-`` when standard output is closed (``>&-``): Python then has no stdout at
+    all, and the report would vanish with exit 0."""
+    stream = sys.stdout
+    try:
+        if stream is not None:
+            os.fstat(stream.fileno())
+            return
+    except (AttributeError, ValueError, io.UnsupportedOperation):
+        return  # not a descriptor (a caller's own stream, as in tests): it takes writes
+    except OSError:
+        pass
+    raise OutputError(f"{option} -: standard output is closed; give a file name")
 
 
 def _check_one(option: str, path: Path) -> None:
@@ -75,7 +92,10 @@ def check_outputs(inputs: Iterable[Path | str], outputs: Mapping[str, Path | Non
         ins = []
     seen: list[tuple[str, tuple[str, tuple[int, int] | None]]] = []
     for option, path in outputs.items():
-        if path is None or is_stdout(path):
+        if is_stdout(path):
+            _check_stdout(option)
+            continue
+        if path is None:
             continue
         try:
             ident = _identity(Path(path))

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
 
-from advisor.errors import OutputError
+from advisor.errors import InputError, OutputError
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import parse_size
 from advisor.report.emit import STDOUT
@@ -38,12 +39,24 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
     return settings_from_flags(select, ignore, rule_option, isolated)
 
 
+def file_name(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A report's path as typed, refused when spelled as a directory (``out/``, ``out/.``):
+    `Path` drops the trailing slash, and ``--json newdir/`` wrote a file named ``newdir``.
+    A report is one file, so a directory is an error, as an existing one already is."""
+    if value is None:
+        return None
+    if value != "-" and (value.endswith(("/", os.sep)) or os.path.basename(value) in (".", "..")):
+        raise OutputError(f"--{param.name.removesuffix('_out')} {value}: names a directory; "
+                          "give a file name")
+    return Path(value)
+
+
 @click.command("analyze")
 @click.argument("traces", nargs=-1, required=True)
-@click.option("--json", "json_out", type=click.Path(path_type=Path, allow_dash=True),
+@click.option("--json", "json_out", type=click.Path(allow_dash=True), callback=file_name,
               help="Write the JSON result here; `-` writes it to stdout (the console summary then "
                    "goes to stderr).")
-@click.option("--html", "html_out", type=click.Path(path_type=Path, allow_dash=True),
+@click.option("--html", "html_out", type=click.Path(allow_dash=True), callback=file_name,
               help="Write the HTML report here; `-` writes it to stdout (as --json -).")
 @rule_options
 @click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
@@ -61,9 +74,11 @@ def settings_from_cli(select: tuple[str, ...], ignore: tuple[str, ...],
 @click.option("--job", "as_job", is_flag=True,
               help="Analyse across ranks even for one file (one nsys report of a whole torchrun job).")
 @click.option("--scheduler", metavar="ADDRESS",
-              help="Multi-rank: run the per-rank work on this Dask scheduler (default: a local cluster).")
+              help="Multi-rank: run the per-rank work on this Dask scheduler, tcp://HOST:PORT "
+                   "(default: a local cluster).")
 @click.option("--workers", type=click.IntRange(min=1),
-              help="Multi-rank: worker processes of the local Dask cluster (default: one per core).")
+              help="Multi-rank: worker processes of the local Dask cluster (default and most: "
+                   "one per core, and one per rank).")
 @click.option("--rank-rules", type=click.Choice(["sample", "all", "none"]), default="sample",
               show_default=True,
               help="Multi-rank: run the per-rank rules on a sample of ranks (the straggler, the "
@@ -89,8 +104,12 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
     try:
         cap = parse_size(max_unpacked)
     except ValueError as e:
-        raise click.BadParameter(f"{max_unpacked!r} is not a size like 500M or 32G",
-                                 param_hint="--max-unpacked") from e
+        raise InputError(f"--max-unpacked {max_unpacked!r}: not a size like 500M or 32G "
+                         "(a finite number of bytes, at least 1)") from e
+    if scheduler is not None:  # before Dask is imported (seconds): a bad address fails at once
+        from advisor.job.scheduler import checked_address
+
+        scheduler = checked_address(scheduler)
     if json_out == STDOUT and html_out == STDOUT:
         raise OutputError("--json - and --html - both ask for stdout; give one of them a file")
     settings = settings_from_cli(select, ignore, rule_option, isolated)

@@ -51,6 +51,11 @@ def analysed_steps(graph: OpGraph, pid: int | None = None) -> list[Step]:
         run.append(s)
         if len(run) > len(best):
             best = list(run)
+    if sum(s.time_ns for s in best) <= 0:
+        # Steps that took no time (every GPU interval collapsed onto one instant: a kernel that
+        # "ends" at int64's last nanosecond pushes each later op there) measure nothing, and
+        # every share of the step would divide by zero: the trace is summarised whole instead.
+        return []
     return best
 
 

@@ -318,13 +318,15 @@ class Simulation:
         in the same pass as the launches."""
         graph, nodes, pid = self.graph, self.nodes, self.pid
         get_ops = graph.ops_by_correlation.get  # `graph.launched`, once per node of the window
+        launcher = graph.api_by_correlation.get  # a reused id links no ops (`OpGraph.launched`)
         launched: list[tuple[int, GpuOp]] = []
         lat: list[int] = []  # launch to start, where not negative (the launch latency, below)
         for i, n in enumerate(nodes):
             call = n.call
             if call is not None:
-                ops = get_ops((call.pid, call.correlation))
-                if ops:
+                key = (call.pid, call.correlation)
+                ops = get_ops(key)
+                if ops and launcher(key) is call:
                     if len(ops) > 1:
                         ops = sorted(ops, key=lambda o: o.start_ns)
                     for op in ops:

@@ -17,10 +17,10 @@ from advisor.graph.model import (
     SyncWait,
     TraceInfo,
 )
+from advisor.graph.step_pattern import compile_step_pattern
 from advisor.graph.steps import (
     attach_gpu_times,
     attach_phases,
-    compile_step_pattern,
     find_launch_pattern,
     host_ranges_repeat,
     mark_warmup,
@@ -47,6 +47,7 @@ def build_graph(
     nothing for them is an error, not a silent fall-back to advisor's own guess.
     """
     graph = OpGraph(info, ranges, api_calls, gpu_ops, syncs, [])
+    _note_duplicate_correlations(graph)
     if pid is not None:
         _check_pid(graph, pid)
     pattern = compile_step_pattern(step_pattern)
@@ -82,3 +83,15 @@ def _check_pid(graph: OpGraph, pid: int) -> None:
     if pid not in seen:
         known = ", ".join(str(p) for p in sorted(seen)[:20]) or "none"
         raise InputError(f"--pid {pid}: no such process in the trace (processes: {known})")
+
+
+def _note_duplicate_correlations(graph: OpGraph) -> None:
+    """Say so when calls reuse a correlation id of their process: a trace defect (ids are
+    unique per process), whose GPU work is linked to the id's first call only (see
+    `OpGraph.api_by_correlation`), so the report's launch links are partial."""
+    duplicates = graph.duplicate_correlations
+    if duplicates:
+        graph.info.notes.append(
+            f"{duplicates} of {len(graph.api_calls)} CUDA calls reuse the correlation id of an "
+            "earlier call of their process (a trace defect): GPU work is linked to the first "
+            "call of each id only")

@@ -308,7 +308,21 @@ class OpGraph:
 
     @cached_property
     def api_by_correlation(self) -> dict[tuple[int, int], ApiCall]:
-        return {(a.pid, a.correlation): a for a in self.api_calls}
+        """``(pid, correlation)`` -> the launching call: the process's first call with that id.
+
+        Ids are unique per process in every real trace; a later call reusing one is a trace
+        defect (counted in `duplicate_correlations`, noted by `advisor.graph.build`). It links
+        no GPU work, so that every join over calls and their ops stays linear: with n calls and
+        n ops sharing one id, linking each call to each op would be n * n."""
+        out: dict[tuple[int, int], ApiCall] = {}
+        for a in self.api_calls:
+            out.setdefault((a.pid, a.correlation), a)
+        return out
+
+    @cached_property
+    def duplicate_correlations(self) -> int:
+        """Calls whose ``(pid, correlation)`` an earlier call of the process already has."""
+        return len(self.api_calls) - len(self.api_by_correlation)
 
     @cached_property
     def ops_by_correlation(self) -> dict[tuple[int, int], list[GpuOp]]:
@@ -340,8 +354,12 @@ class OpGraph:
         return first is not None and op.correlation < first
 
     def launched(self, call: ApiCall) -> list[GpuOp]:
-        """The GPU ops a host call enqueued (several for a graph launch traced per node)."""
-        return self.ops_by_correlation.get((call.pid, call.correlation), [])
+        """The GPU ops a host call enqueued (several for a graph launch traced per node); none
+        for a call that reuses an earlier call's correlation id (`api_by_correlation`)."""
+        key = (call.pid, call.correlation)
+        if self.api_by_correlation.get(key) is not call:
+            return []
+        return self.ops_by_correlation.get(key, [])
 
     @cached_property
     def streams(self) -> dict[tuple[int, int], list[GpuOp]]:

@@ -65,10 +65,11 @@ def step_of(steps: Sequence[Step], t_ns: int) -> Step | None:
 def launched_ops(graph: OpGraph, calls: Iterable[ApiCall]) -> list[GpuOp]:
     """`graph.launched` of each call, in order (the index read directly: a window's calls)."""
     out: list[GpuOp] = []
-    launched = graph.ops_by_correlation.get
+    launched, launcher = graph.ops_by_correlation.get, graph.api_by_correlation.get
     for c in calls:
-        ops = launched((c.pid, c.correlation))
-        if ops:
+        key = (c.pid, c.correlation)
+        ops = launched(key)
+        if ops and launcher(key) is c:  # a reused id links no ops (`OpGraph.launched`)
             out.extend(ops)
     return out
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from advisor.graph.model import PHASES, CpuRange, Step, StepSource
 from advisor.graph.phase_content import Renamed, describe, name_by_content
 from advisor.graph.projection import Projector
+from advisor.graph.step_pattern import StepPattern
 
 if TYPE_CHECKING:
     from advisor.graph.model import OpGraph
@@ -54,7 +55,16 @@ def step_number(name: str) -> int | bool | None:
     m = STEP_NAME.match(name)
     if not m:
         return False
-    return int(m.group(1)) if m.group(1) is not None else None
+    return _number(m.group(1)) if m.group(1) is not None else None
+
+
+_MAX_DIGITS = 18
+"""A step number longer than this is no count of steps (``ProfilerStep#`` and 5,000 nines):
+it reads as no number, and int() is never asked for more digits than Python converts."""
+
+
+def _number(digits: str) -> int | None:
+    return int(digits) if len(digits) <= _MAX_DIGITS else None
 
 
 def is_step_name(name: str) -> bool:
@@ -73,18 +83,6 @@ def phase_of(name: str) -> str | None:
     return None
 
 
-def compile_step_pattern(pattern: str | None) -> re.Pattern[str] | None:
-    """The user's ``--steps`` regular expression, or None; `InputError` when it does not compile."""
-    if pattern is None:
-        return None
-    from advisor.errors import InputError
-
-    try:
-        return re.compile(pattern)
-    except re.error as e:
-        raise InputError(f"--steps {pattern!r}: not a regular expression ({e})") from e
-
-
 _TRAILING_NUMBER = re.compile(r"(\d+)\D*$")
 
 
@@ -93,15 +91,15 @@ def _index_in_name(name: str) -> int | None:
     if isinstance(number, int) and not isinstance(number, bool):
         return number
     m = _TRAILING_NUMBER.search(name)
-    return int(m.group(1)) if m else None
+    return _number(m.group(1)) if m else None
 
 
-def matches_step(name: str, pattern: re.Pattern[str] | None) -> bool:
+def matches_step(name: str, pattern: StepPattern | None) -> bool:
     """A step range: one the user's pattern finds (``re.search``), else one named like a step."""
     return bool(pattern.search(name)) if pattern is not None else is_step_name(name)
 
 
-def steps_from_ranges(ranges: Iterable[CpuRange], pattern: re.Pattern[str] | None = None,
+def steps_from_ranges(ranges: Iterable[CpuRange], pattern: StepPattern | None = None,
                       pid: int | None = None) -> list[Step]:
     """Steps from step-named ranges: the outermost ones on the thread that has the most.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -28,6 +29,14 @@ from advisor.errors import InputError, TraceFormatError
 GZIP_MAGIC = b"\x1f\x8b"
 GIB = 1 << 30
 RATIO_FLOOR_BYTES = 256 << 20  # below this much output, any ratio is fine (tiny, sparse files)
+
+
+MAX_NAME_CHARS = 16384
+"""Names (kernels, ranges, calls, processes, threads) are cut to this many characters as they
+are read, with "…" marking the cut: a small file may hold, or generate (a SQLite generated
+column, a gzip of one long string), names of hundreds of megabytes, and every report would hold
+them per event. The longest name in the fixtures and ../shared/traces is a 7,528-character
+operator range with its input shapes; demangled kernel names stay under 1,500."""
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,10 @@ def parse_size(text: str) -> int:
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     number = t[:-1] if scale > 1 else t
-    value = float(number)
-    if not value > 0 or value != value:
+    value = float(number) * scale
+    if not (math.isfinite(value) and value >= 1):  # "inf", "nan", "1e400": no size
         raise ValueError(text)
-    return int(value * scale)
+    return int(value)
 
 
 def check_regular(path: Path) -> os.stat_result:

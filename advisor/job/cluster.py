@@ -14,6 +14,7 @@ times a trace's parse.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
@@ -96,14 +97,18 @@ class JobCluster:
                                "installs it)") from e
         self.cluster = None
         if scheduler:
+            from advisor.job.scheduler import checked_address, connect_timeout, probe_scheduler
+
+            address, timeout = checked_address(scheduler), connect_timeout()
+            probe_scheduler(address, timeout)
             try:
-                self.client = Client(scheduler, timeout="15s")
-            except OSError as e:
-                raise InputError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from e
+                self.client = Client(address, timeout=timeout)
+            except (OSError, asyncio.TimeoutError) as e:
+                raise InputError(f"cannot reach the Dask scheduler at {address}: {e}") from e
         else:
             import dask
 
-            n = workers or min(tasks, os.cpu_count() or 1)
+            n = local_workers(workers, tasks)
             with dask.config.set(LOCAL_CONFIG):
                 self.cluster = LocalCluster(n_workers=max(1, n), threads_per_worker=1,
                                             processes=True, dashboard_address=":0",
@@ -166,6 +171,16 @@ class JobCluster:
                  options: LoadOptions | None = None) -> list[dict]:
         return self.map(rank_findings, list(paths), settings=settings,
                         options=options or LoadOptions())
+
+
+def local_workers(asked: int | None, tasks: int) -> int:
+    """Worker processes of the local cluster: as asked (``--workers``), else one per core, and
+    never more than the cores this process may run on or the tasks (ranks) to run: a worker
+    beyond either only waits, and each is a process of its own (``--workers 64`` on two ranks
+    started 70 processes, 4.3 GB)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    limit = max(1, min(tasks, cores or 1))
+    return max(1, min(asked or limit, limit))
 
 
 def batch_size(files: int, workers: int, per_worker: int = 8) -> int:

@@ -33,7 +33,8 @@ from typing import Any
 
 from advisor.errors import AdvisorError
 from advisor.graph.api_names import is_launch, may_block
-from advisor.graph.steps import compile_step_pattern, matches_step, phase_of
+from advisor.graph.step_pattern import compile_step_pattern
+from advisor.graph.steps import matches_step, phase_of
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import CappedReader, check_regular
 from advisor.job.collectives import REDUCER_RANGES, host_collective

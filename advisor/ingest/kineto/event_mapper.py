@@ -30,6 +30,7 @@ from advisor.graph.model import (
     SyncKind,
     SyncWait,
 )
+from advisor.ingest.input_file import MAX_NAME_CHARS
 from advisor.ingest.kineto.event_stream import NS_LIMIT, us_to_ns
 
 # Record-function names torch.profiler itself emits. The 2021 format files them under
@@ -46,8 +47,8 @@ def _is_profiler_annotation(name: str) -> bool:
 
 _COPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
 _TRAILING_INT = re.compile(r"(-?\d{1,18})\s*$")  # bounded: a 5,000-digit "pid" is a label
-MAX_NAME_CHARS = 1 << 16  # longer names are cut: no kernel or operator name comes near
 _MAX_SHAPE_DEPTH = 8
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 SYNC_KINDS = {
     "stream sync": SyncKind.STREAM,
@@ -63,6 +64,21 @@ _MAX_CACHED = 1 << 16
 _NO_STREAM = (-1, 4294967295)  # CUPTI's "no stream" for context and event syncs
 
 
+def clean_text(value: Any) -> str:
+    """Text from the trace, bounded (`MAX_NAME_CHARS`) and encodable: a JSON escape of a lone
+    surrogate (``"\\ud800"``) decodes to a str that no UTF-8 stream or file can take, so each
+    such code point becomes U+FFFD here, before any report prints it."""
+    text = value if type(value) is str else str(value)
+    if len(text) > MAX_NAME_CHARS:
+        text = text[:MAX_NAME_CHARS]
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = _SURROGATE.sub("\ufffd", text)  # pairs were joined by the JSON decoder
+    return text
+
+
 def as_int_id(value: Any) -> int:
     """A pid/tid as an int: Kineto writes ints, numeric strings or labels like ``stream 7``."""
     if type(value) is int:
@@ -71,7 +87,8 @@ def as_int_id(value: Any) -> int:
     match = _TRAILING_INT.search(text)
     if match:
         return int(match.group(1))
-    return -(zlib.crc32(text.encode()) + 1)  # a stable id for a purely textual label
+    # a stable id for a purely textual label (which may hold a lone surrogate: see clean_text)
+    return -(zlib.crc32(text.encode("utf-8", "surrogatepass")) + 1)
 
 
 def _as_tuple(value: Any, depth: int = 0) -> Any:
@@ -242,18 +259,22 @@ class EventMapper:
         if pid is None or pid == "":
             return
         if name == "process_name" and "name" in args:
-            self.out.process_names[as_int_id(pid)] = str(args["name"])
+            self.out.process_names[as_int_id(pid)] = clean_text(args["name"])
         elif name == "process_labels" and "labels" in args:
-            self.out.process_labels[as_int_id(pid)] = str(args["labels"])
+            self.out.process_labels[as_int_id(pid)] = clean_text(args["labels"])
         elif name == "thread_name" and "name" in args:
             key = (as_int_id(pid), as_int_id(event.get("tid", 0)))
-            self.out.thread_names[key] = str(args["name"])
+            self.out.thread_names[key] = clean_text(args["name"])
 
     # ----- host side -----------------------------------------------------------------------
 
     def _intern(self, text: Any) -> str:
+        """One copy of each name, made printable once (`clean_text`) when first seen."""
         text = str(text)
-        return self._strings.setdefault(text, text)
+        kept = self._strings.get(text)
+        if kept is None:
+            kept = self._strings[text] = clean_text(text)
+        return kept
 
     def _host_ids(self, event: dict[str, Any]) -> tuple[int, int]:
         return as_int_id(event.get("pid", 0)), as_int_id(event.get("tid", 0))

@@ -21,6 +21,7 @@ module settles what needs the whole file:
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -29,10 +30,11 @@ from advisor.errors import UnsupportedTraceError
 from advisor.gc_pause import gc_paused
 from advisor.graph.build import build_graph
 from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait, TraceInfo
-from advisor.graph.steps import compile_step_pattern, steps_from_ranges
+from advisor.graph.step_pattern import compile_step_pattern
+from advisor.graph.steps import steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.input_file import UnpackLimits
-from advisor.ingest.kineto.event_mapper import Collected, EventMapper
+from advisor.ingest.kineto.event_mapper import Collected, EventMapper, clean_text
 from advisor.ingest.kineto.event_stream import (
     GZIP_MAGIC,
     TraceDocument,
@@ -117,19 +119,36 @@ def _check_is_trace(path: Path, doc: TraceDocument, collected: Collected) -> Non
 # ----- pids ----------------------------------------------------------------------------------
 
 
-def _launchers(collected: Collected) -> dict[int, list[ApiCall]]:
-    by_correlation: dict[int, list[ApiCall]] = defaultdict(list)
-    for call in collected.api_calls:
-        by_correlation[call.correlation].append(call)
-    return by_correlation
+class _Launchers:
+    """Correlation id -> the calls with that id, for `launcher_of`. A merged file of several
+    processes may hold a few calls per id; a defective one, thousands: the calls of an id are
+    kept sorted by start so that each op finds its call by bisection, never by a scan of all of
+    them (that scan made a trace whose ids are all equal quadratic in time)."""
 
+    def __init__(self, calls: list[ApiCall]) -> None:
+        by_correlation: dict[int, list[ApiCall]] = defaultdict(list)
+        for call in calls:
+            by_correlation[call.correlation].append(call)
+        self._calls = by_correlation
+        self._sorted: dict[int, tuple[list[int], list[ApiCall]]] = {}
 
-def _launcher_of(calls: list[ApiCall], start_ns: int) -> ApiCall:
-    """Of the calls sharing a correlation id (several processes), the last one before start."""
-    if len(calls) == 1:
-        return calls[0]
-    before = [c for c in calls if c.start_ns <= start_ns]
-    return max(before, key=lambda c: c.start_ns) if before else calls[0]
+    def launcher_of(self, correlation: int | None, start_ns: int) -> ApiCall | None:
+        """Of the calls with this id, the one that started last at or before ``start_ns``
+        (the first such in trace order on a tie), else the id's first call; None if none."""
+        calls = self._calls.get(correlation) if correlation is not None else None
+        if not calls:
+            return None
+        if len(calls) == 1:
+            return calls[0]
+        ordered = self._sorted.get(correlation)
+        if ordered is None:
+            by_start = sorted(calls, key=lambda c: c.start_ns)  # stable: trace order on ties
+            ordered = self._sorted[correlation] = ([c.start_ns for c in by_start], by_start)
+        starts, by_start = ordered
+        i = bisect_right(starts, start_ns)
+        if i == 0:
+            return calls[0]
+        return by_start[bisect_left(starts, starts[i - 1])]
 
 
 def _main_host_pid(collected: Collected) -> int | None:
@@ -142,15 +161,14 @@ def _main_host_pid(collected: Collected) -> int | None:
 
 def _resolve_gpu_pids(collected: Collected) -> None:
     """Give GPU ops and sync waits the host pid (and tid) of their launching call."""
-    launchers = _launchers(collected)
+    launchers = _Launchers(collected.api_calls)
     owners: dict[int, Counter[int]] = defaultdict(Counter)
     unlinked: list[GpuOp | SyncWait] = []
     for item in [*collected.gpu_ops, *collected.syncs]:
-        calls = launchers.get(item.correlation) if item.correlation is not None else None
-        if not calls:
+        call = launchers.launcher_of(item.correlation, item.start_ns)
+        if call is None:
             unlinked.append(item)
             continue
-        call = _launcher_of(calls, item.start_ns)
         item.pid = call.pid
         if isinstance(item, SyncWait):
             item.tid = call.tid
@@ -218,11 +236,11 @@ def _gpu_op_window(collected: Collected, max_gpu_ops: int) -> tuple[int, int] | 
     """Without step marks, cap the GPU ops: keep those launched before the cap-th one."""
     if len(collected.gpu_ops) <= max_gpu_ops:
         return None
-    launchers = _launchers(collected)
+    launchers = _Launchers(collected.api_calls)
 
     def launched_at(op: GpuOp) -> int:
-        calls = launchers.get(op.correlation) if op.correlation is not None else None
-        return _launcher_of(calls, op.start_ns).start_ns if calls else op.start_ns
+        call = launchers.launcher_of(op.correlation, op.start_ns)
+        return call.start_ns if call is not None else op.start_ns
 
     times = sorted(launched_at(op) for op in collected.gpu_ops)
     return (_span(collected)[0], times[max_gpu_ops])
@@ -319,7 +337,7 @@ def _gpus(properties: Any, used: set[int]) -> list[GpuInfo]:
             continue
         major, minor = prop.get("computeMajor"), prop.get("computeMinor")
         gpus.append(GpuInfo(
-            device=prop["id"], name=str(prop.get("name", "")),
+            device=prop["id"], name=clean_text(prop.get("name", "")),
             sm_count=prop.get("numSms") if type(prop.get("numSms")) is int else None,
             memory_bytes=(prop.get("totalGlobalMem")
                           if type(prop.get("totalGlobalMem")) is int else None),

@@ -87,7 +87,25 @@ def connect_read_only(path: Path, shown: Path) -> sqlite3.Connection:
         raise TraceFormatError(f"{shown}: truncated or corrupt SQLite file") from e
     # Some exports hold non-UTF-8 bytes (TARGET_INFO_SYSTEM_ENV in nsys 2022.2): never fail on them.
     conn.text_factory = _decode
+    _limit_values(conn)
     return conn
+
+
+MAX_VALUE_BYTES = 1 << 20
+"""No value read from an export may be longer (SQLite's ``SQLITE_LIMIT_LENGTH`` on the
+connection). nsys writes names and short texts (the longest string in the fixtures is a
+23 kB captured stdout line); a generated column or a view can make a small file compute
+values of hundreds of megabytes per row. Over the limit SQLite stops building the value at
+once: ``printf`` gives NULL, other functions and stored values an error
+(`advisor.ingest.nsys.loader` says which value, in one line)."""
+
+
+def _limit_values(conn: sqlite3.Connection) -> None:
+    """Cap every string and blob SQLite builds or reads on this connection (Python 3.11+:
+    ``Connection.setlimit``; on 3.10 names are still cut by the queries, `schema.capped`)."""
+    setlimit = getattr(conn, "setlimit", None)
+    if setlimit is not None:
+        setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
 
 
 def _decode(raw: bytes) -> str:

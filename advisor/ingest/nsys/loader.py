@@ -18,7 +18,6 @@ finding can be looked up in the export.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -42,10 +41,17 @@ from advisor.graph.model import (
     SyncWait,
     TraceInfo,
 )
-from advisor.graph.steps import compile_step_pattern, matches_step, steps_from_ranges
+from advisor.graph.step_pattern import StepPattern, compile_step_pattern
+from advisor.graph.steps import matches_step, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.nsys import schema as S
-from advisor.ingest.nsys.export_file import connect_read_only, gzipped_sqlite, is_gzip, materialized
+from advisor.ingest.nsys.export_file import (
+    MAX_VALUE_BYTES,
+    connect_read_only,
+    gzipped_sqlite,
+    is_gzip,
+    materialized,
+)
 from advisor.ingest.nsys.window import Window, op_window, step_window
 
 FORMAT = "nsys-sqlite"
@@ -85,6 +91,10 @@ class NsysSqliteSource(TraceSource):
             except sqlite3.DatabaseError as e:
                 if _is_corruption(e):
                     raise TraceFormatError(f"{path}: truncated or corrupt SQLite file") from e
+                refused = _refused_by_schema(e)
+                if refused:
+                    raise TraceFormatError(f"{path}: SQLite cannot read this export "
+                                           f"({refused}): not a file nsys wrote") from e
                 raise
             finally:
                 conn.close()
@@ -96,6 +106,24 @@ def _is_corruption(e: sqlite3.DatabaseError) -> bool:
     return type(e) is sqlite3.DatabaseError or any(
         w in text for w in ("malformed", "not a database", "corrupt", "disk i/o")
     )
+
+
+# What a file's own schema can make SQLite refuse in our fixed queries: a collation or
+# function only the writer had (``COLLATE``, a generated column), a virtual table's module,
+# a value over `export_file.MAX_VALUE_BYTES`. Any other failing query is a bug here.
+_SCHEMA_REFUSALS = {
+    "no such collation sequence": "a collation sequence SQLite does not have",
+    "no such function": "a function SQLite does not have",
+    "no such module": "a virtual table of a module SQLite does not have",
+    "unsafe use of": "a function its schema may not use",
+    "string or blob too big": f"a value over {MAX_VALUE_BYTES >> 20} MiB",
+}
+
+
+def _refused_by_schema(e: sqlite3.DatabaseError) -> str | None:
+    """Why SQLite refused a query because of the file's schema, or None (then a bug here)."""
+    text = str(e).lower()
+    return next((why for cause, why in _SCHEMA_REFUSALS.items() if cause in text), None)
 
 
 class _Loader:
@@ -164,10 +192,10 @@ class _Loader:
         if selected is None:
             return iter(())
         table, cols = selected
-        sql = f"SELECT rowid, {cols} FROM {table} {where}"
+        name = self.schema.table(spec.base) or table
+        sql = f"SELECT {self.schema.rowid(name)}, {cols} FROM {table} {where}"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        name = self.schema.table(spec.base) or table
         return S.checked_rows(self.conn.execute(sql, tuple(params)), spec, name, self.path,
                               self.schema.columns(name))
 
@@ -211,7 +239,7 @@ class _Loader:
             return True  # an export that does not say: count them
         return self.schema.table("CUDA_CALLCHAINS") is not None
 
-    def _step_candidates(self, pattern: re.Pattern[str] | None = None) -> list[CpuRange]:
+    def _step_candidates(self, pattern: StepPattern | None = None) -> list[CpuRange]:
         """Step-like NVTX ranges of the whole trace (and, in the same scan, domain names);
         with ``pattern`` (``--steps``), the ranges it finds instead."""
         name_tests: list[str] = []

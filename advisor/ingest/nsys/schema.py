@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.errors import TraceFormatError
+from advisor.ingest.input_file import MAX_NAME_CHARS
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -217,6 +218,32 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def capped(column: str) -> str:
+    """SQL reading a text column cut to `MAX_NAME_CHARS` characters plus "…" where it was
+    longer, in the query, so a long value never reaches Python whole. Integers (string ids in
+    the id-or-text columns) pass unchanged."""
+    n = MAX_NAME_CHARS
+    return (f"CASE WHEN typeof({column}) = 'text' AND length({column}) > {n} "
+            f"THEN substr({column}, 1, {n}) || '…' ELSE {column} END")
+
+
+_ROWID_ALIASES = ("rowid", "_rowid_", "oid")
+
+
+_VIRTUAL_GENERATED = 2  # ``PRAGMA table_xinfo``'s ``hidden``: a column computed on every read
+
+
+def _refuse_computed_columns(table: str, info: list[tuple], path: Path) -> None:
+    """Refuse a table with a VIRTUAL generated column. nsys writes none, and SQLite computes
+    such a column on every read, one expression per row that no limit interrupts (a
+    ``printf('%.*c', 500000000, 'x')`` column took 5 s a row in a 688 kB file). Stored
+    generated columns (computed when written) read like any other column."""
+    computed = [str(r[1]) for r in info if r[6] == _VIRTUAL_GENERATED]
+    if computed:
+        raise TraceFormatError(f"{path}: column {table}.{computed[0]} is computed on every read "
+                               "(a generated column): not an export nsys wrote")
+
+
 class NsysSchema:
     """The tables, columns, enums and versions of one open export."""
 
@@ -225,16 +252,19 @@ class NsysSchema:
         self.path = path
         self._columns: dict[str, tuple[str, ...]] = {}
         for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"):
-            cols = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({_quote(name)})"))
-            self._columns[name] = cols
+            info = conn.execute(f"PRAGMA table_xinfo({_quote(name)})").fetchall()
+            _refuse_computed_columns(name, info, path)
+            self._columns[name] = tuple(r[1] for r in info if r[6] in (0, 3))
         self._resolved: dict[str, str | None] = {}
+        self._rowids: dict[str, str] = {}
         self.meta_table = self._first_present("META_DATA_EXPORT", "EXPORT_META_DATA")
         if self.meta_table is None or "StringIds" not in self._columns:
             raise TraceFormatError(
                 f"{path}: SQLite, but not an Nsight Systems export "
                 "(no META_DATA_EXPORT/StringIds tables)"
             )
-        self.meta = dict(self._rows(f"SELECT name, value FROM {self.meta_table}"))
+        self.meta = dict(self._rows(
+            f"SELECT {capped('name')}, {capped('value')} FROM {_quote(self.meta_table)}"))
 
     # ----- versions -------------------------------------------------------------------------
 
@@ -296,8 +326,29 @@ class NsysSchema:
                 f"{self.path}: Nsight Systems export (schema {self.schema_version or '?'}) "
                 f"lacks required column{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
             )
-        cols = ", ".join(f"{prefix}{_quote(c)}" if c in have else "NULL" for c in spec.columns)
+        cols = ", ".join(
+            (capped(f"{prefix}{_quote(c)}") if c in TEXT_COLUMNS else f"{prefix}{_quote(c)}")
+            if c in have else "NULL" for c in spec.columns)
         return _quote(table), cols
+
+    def rowid(self, table: str) -> str:
+        """The name that reads ``table``'s rowids (the events' ids): ``rowid``, unless a column
+        of that name hides it. A table without rowids (``WITHOUT ROWID``, which nsys never
+        writes) or with every alias taken is refused in one line."""
+        known = self._rowids.get(table)
+        if known is not None:
+            return known
+        alias = next((a for a in _ROWID_ALIASES
+                      if a not in {c.lower() for c in self._columns.get(table, ())}), None)
+        if alias is not None:
+            try:
+                self.conn.execute(f"SELECT {alias} FROM {_quote(table)} LIMIT 0")
+                self._rowids[table] = alias
+                return alias
+            except sqlite3.OperationalError:
+                pass
+        raise TraceFormatError(f"{self.path}: table {table} has no row ids (WITHOUT ROWID, or "
+                               "columns named rowid, _rowid_ and oid): not an export nsys wrote")
 
     # ----- enums ------------------------------------------------------------------------------
 
@@ -307,7 +358,7 @@ class NsysSchema:
         if name not in self._columns or "name" not in self._columns[name] \
                 or "id" not in self._columns[name]:
             return dict(default)
-        return {i: str(n) for i, n in self._rows(f"SELECT id, name FROM {_quote(name)}")
+        return {i: str(n) for i, n in self._rows(f"SELECT id, {capped('name')} FROM {_quote(name)}")
                 if type(i) is int}
 
     def event_type_ids(self, *names: str) -> tuple[int, ...]:
@@ -369,7 +420,8 @@ class StringCache:
             return str(value)
         hit = self._cache.get(value)
         if hit is None:
-            row = self._conn.execute("SELECT value FROM StringIds WHERE id = ?", (value,)).fetchone()
+            row = self._conn.execute(f"SELECT {capped('value')} FROM StringIds WHERE id = ?",
+                                     (value,)).fetchone()
             hit = "" if row is None else str(row[0])
             self._cache[value] = hit
         return hit
