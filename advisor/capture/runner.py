@@ -41,6 +41,8 @@ class ProfileOptions:
     # the script with its arguments, to run again
     trial: Any = None
     trial_target: tuple[Target, list[str]] | None = None
+    trial_cwd: str | None = None  # where the script started: trials start there too (a script
+    # may os.chdir, as Hydra's do, and its relative paths are the profiled run's)
 
     def cli_args(self) -> list[str]:
         """These options as `advisor profile` arguments (for the processes we start)."""
@@ -159,6 +161,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
     import_torch()
     check_outputs(opts, [Path(target.origin())] if target.origin() else [])
     opts.trial_target = (target, list(args))
+    opts.trial_cwd = os.getcwd()
     rank = detect_rank()
     if opts.nsys and not opts.nsys_child:
         from advisor.capture import nsys

@@ -149,8 +149,9 @@ class Runner:
     """Starts trial processes and reads their results."""
 
     def __init__(self, script: str, module: bool, args: Sequence[str], out: Path, steps: int,
-                 seconds: float, say: Callable[[str], None]) -> None:
+                 seconds: float, say: Callable[[str], None], cwd: str | None = None) -> None:
         self.script, self.module, self.args = script, module, list(args)
+        self.cwd = cwd  # the profiled run's starting directory (None: this process's)
         self.dir = out / "try"
         self.steps, self.seconds, self.say = steps, seconds, say
         self.count = 0
@@ -173,7 +174,8 @@ class Runner:
         with open(log, "wb") as fh:
             try:
                 proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=fh,
-                                      stderr=subprocess.STDOUT, env=env, timeout=limit)
+                                      stderr=subprocess.STDOUT, env=env, timeout=limit,
+                                      cwd=self.cwd)
             except subprocess.TimeoutExpired:
                 return {"status": "failed", "reason": f"the trial ran longer than {limit:g} s "
                         f"and was ended (log: {log})"}
@@ -356,7 +358,7 @@ def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
             "the profiled run; a trial that needs all of the GPU may run out of memory")
     t0 = time.monotonic()
     runner = Runner(target.name, target.module, args, opts.out, opts.trial.steps,
-                    opts.trial.seconds, say)
+                    opts.trial.seconds, say, cwd=getattr(opts, "trial_cwd", None))
     tried = try_fixes(analysis.results.findings, opts.trial, runner, _per_run_s(analysis, opts))
     say(f"advisor: --try: {len(tried.order)} runs in {time.monotonic() - t0:.0f} s; logs, "
         f"results and the trials' saves in {runner.dir}")

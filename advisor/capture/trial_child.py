@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from advisor.capture import session
 from advisor.capture.knobs import KnobApplier
 from advisor.capture.scratch import Scratch
 from advisor.capture.session import Session, StopAfterWindow, WindowPlan
-from advisor.capture.settle import SETTLE_MAX_WAIT, settled
 from advisor.capture.steptimes import MIN_MEASURED_STEPS, StepClock, measured_step
 from advisor.engine.knobs import parse_knob
 
@@ -71,8 +71,9 @@ class TrialSession(Session):
             return
         now = self._clock()
         if st.settled_at is None:
-            times = [e - b for _, b, e in st.step_times]
-            if settled(times) or len(times) >= SETTLE_MAX_WAIT:
+            # the test that opens `advisor profile`'s window: the step time, the data wait and
+            # the loader's prefetched batches (`Session._settled_why`), or SETTLE_MAX_WAIT steps
+            if self._settled_why(st.step_times[-1][0]) is not None:
                 st.settled_at = st.step_times[-1][0]
                 self.settled_clock = now
                 self._starts.clear()
@@ -170,6 +171,7 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
     scratch.install()
     applier.install()
     sess.install()
+    session.activate(sess)  # advisor.capture.step()/phase() in the script reach this session
     if spec.get("epochs"):
         sess.count_epochs()
     loss.install()
@@ -180,6 +182,7 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
         try:
             sess.finish()
         finally:
+            session.activate(None)
             loss.uninstall()
             applier.uninstall()
             scratch.uninstall()
@@ -190,7 +193,10 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
 def _result(spec: dict[str, Any], sess: TrialSession, applier: KnobApplier, scratch: Scratch,
             loss: LossWatch, code: int, raised: list[BaseException], wall_s: float) -> dict[str, Any]:
     st = sess.state
-    clock = StepClock(tuple((i, b, e) for i, b, e in st.step_times), None, st.settled_at)
+    # the data waits too: a far-out step that waited for its batch stays in the mean, as in
+    # `advisor profile`'s baseline (`steptimes._input_burst`)
+    clock = StepClock(tuple((i, b, e) for i, b, e in st.step_times), None, st.settled_at,
+                      {int(k): dict(v) for k, v in st.activity.items()})
     m = measured_step(clock) if st.settled_at is not None else None
     steady = [ns for _, ns in clock.steady_candidates()] if st.settled_at is not None else []
     finite = loss.finite()

@@ -256,3 +256,16 @@ def test_rules_declare_their_knobs():
 
             def check(self, graph, ctx):
                 return []
+
+
+def test_trials_start_where_the_profiled_script_started(tmp_path):
+    """A script that changed directory (Hydra does) leaves advisor's process elsewhere; each
+    trial starts in the profiled run's starting directory, so its relative paths hold."""
+    start = tmp_path / "start"
+    start.mkdir()
+    script = tmp_path / "where.py"
+    script.write_text("import os\nopen('where.txt', 'w').write(os.getcwd())\n")
+    runner = Runner(str(script), False, [], tmp_path / "out", 4, 5.0, lambda msg: None,
+                    cwd=str(start))
+    runner.run("plain", ())
+    assert (start / "where.txt").read_text() == str(start)
