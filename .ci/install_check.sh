@@ -39,7 +39,7 @@ python3 -m venv "$WORK/wheel-venv"
 "$WORK/wheel-venv/bin/python" -m pip install -q "$WHEEL[profile]"
 mkdir "$WORK/job"
 (cd "$WORK/job" \
-    && OMP_NUM_THREADS=1 "$WORK/wheel-venv/bin/advisor" profile -q "$ROOT/tests/capture/scripts/train_mlp.py" \
+    && OMP_NUM_THREADS=1 "$WORK/wheel-venv/bin/advisor" profile -q --wait 5 "$ROOT/tests/capture/scripts/train_mlp.py" \
     && "$WORK/wheel-venv/bin/advisor" analyze -q --workers 1 --json job.json advisor-out/ \
     && "$WORK/wheel-venv/bin/python" -c "import json; assert json.load(open('job.json'))['job']['ranks'] == 1")
 say "ok"

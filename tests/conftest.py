@@ -11,6 +11,11 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces"
 SCENARIOS = ROOT / "fixtures" / "scenarios"
+HANG_GUARD_S = 900
+"""How long a test's subprocess may run before the test calls it a hang. A guard, not a timing:
+these runs take seconds alone and minutes on a 2-core CI machine running the rest of the suite
+beside them (one passed alone in 15 s and hit a 300 s limit under load); nothing that uses it
+checks speed (benchmarks/ do)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:

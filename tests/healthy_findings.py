@@ -20,6 +20,7 @@ _KINETO_ONLY = "; raised on the torch.profiler capture only, not on the nsys one
 
 UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"): _COMPILE,
     ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
     ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"): _FP8,
     ("scenarios/fp32-matmul/good/trace.json.gz", "compiler-fusion"): _COMPILE,
@@ -39,7 +40,6 @@ UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"): _FP32 + _KINETO_ONLY,
     ("scenarios/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE + _KINETO_ONLY,
-    ("scenarios/unfused-attention/good/trace.json.gz", "fp8-candidate"): _FP8 + _KINETO_ONLY,
     ("scenarios/unfused-attention/good/trace.json.gz", "unfused-gemm-gelu"): _GELU + _KINETO_ONLY,
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"): _FP8 + "; nsys only",

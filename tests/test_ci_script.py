@@ -51,7 +51,8 @@ def _imported_modules() -> set[str]:
     files = [*(ROOT / "tests").rglob("*.py"), *(ROOT / "docs" / "examples").rglob("*.py")]
     # the suite's own modules (the rule template's, say) and the benchmark scripts tests import
     # through sys.path (validate_rules, rule_matrix, corpus_snapshot...)
-    local = {p.stem for p in files} | {p.stem for p in (ROOT / "benchmarks").rglob("*.py")}
+    local = ({p.stem for p in files} | {p.stem for p in (ROOT / "benchmarks").rglob("*.py")}
+             | {"benchmarks"})
     for path in files:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):

@@ -12,6 +12,8 @@ from tests.conftest import ROOT
 SUBJECT_IS_THE_SCRIPT = {
     "tests/test_scenario_scripts.py": "its subject is the H100 scenario scripts themselves: it loads "
     "each as the harness does and runs its command line",
+    "tests/test_real_script_ab.py": "its subject is benchmarks/real_script_ab.py itself: the A/B "
+    "benchmark's log parsing and table on a real nanoGPT log",
 }
 BENCHMARK_MODULES = {p.stem for p in (ROOT / "benchmarks").rglob("*.py")}
 

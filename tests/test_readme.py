@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import HANG_GUARD_S
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 
@@ -19,7 +21,7 @@ def test_the_quoted_console_output_is_what_advisor_prints_on_the_example(tmp_pat
         [sys.executable, "-m", "advisor.cli", "analyze", "advisor/examples/h100-host-sync.sqlite.gz",
          "--html", str(tmp_path / "report.html")],
         cwd=ROOT, env={**os.environ, "COLUMNS": "80", "TERM": "dumb"}, capture_output=True,
-        text=True, timeout=300)
+        text=True, timeout=HANG_GUARD_S)
     assert run.returncode == 0, run.stderr
     printed = [line.rstrip() for line in run.stdout.splitlines()]
     assert len(quoted) >= 6

@@ -106,6 +106,13 @@ class RankSummary:
     report_step_ns: float | None = None
 
 
+def _job_note(note: str) -> bool:
+    """A trace note the job view shows for its rank. Not the trace's own multi-process note (the
+    job is that), and not how a phase was renamed by its content: the evidence differs between
+    the slim reader's events and the whole trace's, while the phase it names is the same."""
+    return "distributed job" not in note and not note.startswith("phase '")
+
+
 _FILE_RANK = re.compile(r"(?:rank|worker|proc|gpu)[-_.]?(\d+)", re.I)
 
 
@@ -148,7 +155,7 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
         out.append(RankSummary(
             path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
             world_size=graph.info.world_size, order=order, steps=summaries,
-            notes=notes + [n for n in graph.info.notes if "distributed job" not in n],
+            notes=notes + [n for n in graph.info.notes if _job_note(n)],
             ranks_in_file=len(pids), step_source=graph.step_source.value,
             trace_format=graph.info.format, workload=rank_workload(own or [], ops),
             withheld=_withheld(graph, pid if len(pids) > 1 else None)))

@@ -23,13 +23,9 @@ pytest.importorskip("torch", reason="advisor profile needs torch (the profile ex
 from advisor.capture.after_window import default_then, parse_window_at
 from advisor.errors import CaptureError
 from tests.capture.test_profile_cpu import SCRIPTS, _env, advisor
+from tests.conftest import HANG_GUARD_S
 
 JOB_SECONDS = float(os.environ.get("ADVISOR_TEST_JOB_SECONDS", "20"))
-HANG_GUARD_S = 900
-"""How long a wait may last before the test calls it a hang. A guard, not a timing: these jobs
-take seconds alone and minutes on a 2-core machine running the rest of the suite beside them
-(the Ctrl-C test once passed alone in 15 s and hit a 300 s limit under load), and nothing here
-checks speed."""
 DONE_LINE = re.compile(r"^train_for: done \d+ steps in [\d.]+ s$")
 
 

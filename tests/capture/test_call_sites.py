@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from advisor.graph.call_sites import SourceFiles, instance_names
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "built_then_called.py"
@@ -32,7 +33,7 @@ def report(tmp_path_factory):
     done = subprocess.run(
         [sys.executable, "-m", "advisor.cli", "profile", "--wait", "3", "--steps", "5",
          "--out", str(d), "--json", str(d / "report.json"), str(SCRIPT)],
-        capture_output=True, text=True, env=env, timeout=300, cwd=SCRIPT.parent)
+        capture_output=True, text=True, env=env, timeout=HANG_GUARD_S, cwd=SCRIPT.parent)
     assert done.returncode == 0, done.stderr
     with gzip.open(d / "trace_rank0.json.gz", "rt") as f:
         trace = f.read()

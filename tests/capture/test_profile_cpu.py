@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_GUARD_S
+
 torch = pytest.importorskip("torch", reason="advisor profile needs torch (the profile extra)")
 
 from click.testing import CliRunner  # noqa: E402
@@ -37,12 +39,12 @@ def _env() -> dict[str, str]:
 
 def advisor(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True,
-                          text=True, env=_env(), cwd=cwd, timeout=300)
+                          text=True, env=_env(), cwd=cwd, timeout=HANG_GUARD_S)
 
 
 def python(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=_env(),
-                          cwd=cwd, timeout=300)
+                          cwd=cwd, timeout=HANG_GUARD_S)
 
 
 def script_traceback(stderr: str) -> str:

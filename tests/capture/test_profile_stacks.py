@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_GUARD_S
+
 pytest.importorskip("torch", reason="advisor profile needs torch (the profile extra)")
 
 import os
@@ -23,7 +25,7 @@ def advisor(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+                          text=True, env=env, timeout=HANG_GUARD_S)
 
 
 def _loop_line(text: str, needle: str) -> int:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import HANG_GUARD_S
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -26,7 +28,7 @@ assert not [m for m, v in sys.modules.items()
 def run_without_torch(body: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-c", NO_TORCH.format(body=body)], capture_output=True,
-                          text=True, env=env, timeout=300)
+                          text=True, env=env, timeout=HANG_GUARD_S)
 
 
 def test_cli_and_capture_package_import_without_torch():
@@ -53,7 +55,7 @@ def test_analyze_runs_without_torch(tmp_path):
     rec = subprocess.run([sys.executable, "-m", "advisor.cli", "profile", "--wait", "2",
                           "--steps", "4", "--out", str(tmp_path), "-q",
                           str(SCRIPTS / "exits.py")], capture_output=True, text=True, env=env,
-                         timeout=300)
+                         timeout=HANG_GUARD_S)
     assert rec.returncode == 3, rec.stderr
     trace = tmp_path / "trace_rank0.json.gz"
     done = run_without_torch(

@@ -156,7 +156,7 @@ def test_reports_carry_estimate_and_measurement(tried):
 
 def test_trials_leave_the_users_files_alone(tried):
     cwd, _ = tried
-    first_trial = cwd / "advisor-out" / "try" / "01-plain.spec.json"
+    first_trial = cwd / "advisor-out" / "try" / "02-plain.spec.json"  # after 01-warm-up
     # the profiled run is the user's own run and saved ckpt.pt; no trial wrote it after
     assert (cwd / "ckpt.pt").stat().st_mtime <= first_trial.stat().st_mtime
     saved = list((cwd / "advisor-out" / "try" / "scratch").rglob("ckpt.pt"))

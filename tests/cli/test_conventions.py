@@ -16,6 +16,7 @@ import jsonschema
 import pytest
 
 from advisor.report.json_report import SCHEMA_PATH
+from tests.conftest import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "advisor" / "examples" / "h100-host-sync.sqlite.gz"
@@ -25,7 +26,7 @@ JITTER = ROOT / "fixtures" / "scenarios" / "loader-jitter" / "bad" / "nsys.sqlit
 def advisor(*args: str, cwd: Path, columns: int = 80) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb"}
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=HANG_GUARD_S)
 
 
 def findings(stdout: str) -> dict[str, dict]:
@@ -152,7 +153,7 @@ def _on_a_terminal(*args: str, cwd: Path) -> str:
         if not data:
             break
         chunks.append(data)
-    proc.wait(timeout=300)
+    proc.wait(timeout=HANG_GUARD_S)
     os.close(leader)
     return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCENARIOS, shared
+from tests.conftest import HANG_GUARD_S, SCENARIOS, shared
 
 REAL_SQLITE = "nsys-ai/mfu_2gpu_before.sqlite"
 REAL_JSON = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
@@ -19,7 +19,7 @@ REAL_JSON = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=HANG_GUARD_S)
 
 
 def assert_one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:

@@ -7,14 +7,14 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.conftest import HANG_GUARD_S, ROOT
 
 TRACE = ROOT / "fixtures/scenarios/cpu-bound-loss/bad/trace.json.gz"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True,
-                          text=True, timeout=300, cwd=ROOT)
+                          text=True, timeout=HANG_GUARD_S, cwd=ROOT)
 
 
 def test_reports_and_console_are_complete_after_the_fast_exit(tmp_path):

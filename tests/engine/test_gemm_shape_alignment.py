@@ -12,9 +12,10 @@ from __future__ import annotations
 import inspect
 from functools import cache
 
+from advisor.rules.gemm_shape_alignment import MULTIPLE, GemmShapeAlignment, padded_flops, unaligned
+
 from advisor.analysis import Analysis, analyze
 from advisor.engine.rule import Finding
-from rules.gemm_shape_alignment import MULTIPLE, GemmShapeAlignment, padded_flops, unaligned
 from tests.conftest import ROOT, shared
 
 RULE = "gemm-shape-alignment"

@@ -9,6 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.conftest import HANG_GUARD_S
+
 from .conftest import (
     H100_1S,
     HTA_CONTROL,
@@ -116,7 +118,7 @@ def test_an_unknown_allowed_rule_is_a_usage_error():
 def test_a_subprocess_run_uses_the_real_exit_codes(tmp_path):
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "advisor.cli", "gate", *args],
-                              capture_output=True, text=True, timeout=300, check=False)
+                              capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
 
     broken = tmp_path / "broken.sqlite"
     broken.write_bytes(b"SQLite format 3\x00" + b"\x00" * 100)

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.capture.test_profile_cpu import SCRIPTS, advisor
+from tests.conftest import HANG_GUARD_S
 
 DASK_NOISE = ("distributed.", "Compute Failed", "Traceback", "ranks summarised")
 
@@ -25,7 +26,8 @@ DASK_NOISE = ("distributed.", "Compute Failed", "Traceback", "ranks summarised")
 def profiled(tmp_path_factory) -> Path:
     """A real `advisor profile` run of a tiny CPU training loop; its output folder."""
     work = tmp_path_factory.mktemp("profiled")
-    done = advisor("profile", "-q", str(SCRIPTS / "train_mlp.py"), cwd=work)
+    # --wait pins the window: the settle rule may want more steps than this tiny loop has
+    done = advisor("profile", "-q", "--wait", "5", str(SCRIPTS / "train_mlp.py"), cwd=work)
     assert done.returncode == 0, done.stderr
     out = work / "advisor-out"
     assert (out / "trace_rank0.json.gz").is_file() and (out / "capture_rank0.json").is_file()
@@ -110,6 +112,6 @@ def test_progress_lines_only_on_a_terminal(profiled, tmp_path):
         if not data:
             break
         chunks.append(data)
-    assert proc.wait(timeout=300) == 0
+    assert proc.wait(timeout=HANG_GUARD_S) == 0
     os.close(master)
     assert b"ranks summarised" in b"".join(chunks)
