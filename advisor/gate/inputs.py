@@ -104,11 +104,17 @@ class GateInput:
         return Path(self.path).name
 
 
+def _finite(v: Any) -> bool:
+    """A real number as JSON gives one: int or float, not a bool (True is an int), not NaN or
+    infinite (Python's json reads both)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def _amount(v: Any, path: str, where: str) -> float:
     """A per-step amount (a time, a count, bytes): a finite number, not negative. Anything else
     is refused naming the field: a NaN compares false with everything and an infinity or a
     negative time turns a slowdown into noise, so the gate could pass what it cannot judge."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+    if not _finite(v) or v < 0:
         raise TraceFormatError(f"{path}: {where} holds {v!r}: a finite number, not negative, "
                                "is expected")
     return float(v)
@@ -125,8 +131,7 @@ def _times(values: Any, path: str, key: str) -> tuple[float, ...]:
     for v in values or ():
         if v is None and key == "times_ms":
             continue  # steps with no time in results that predate the gate (read as absent)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
-                or v <= 0:
+        if not _finite(v) or v <= 0:
             raise TraceFormatError(f"{path}: steps.{key} holds {v!r}: step times must be "
                                    "positive numbers")
         out.append(float(v))
@@ -154,7 +159,7 @@ def _finding(f: dict[str, Any], path: str, where: str, reported: bool) -> Findin
     speedup = f.get("estimated_speedup") or 1.0
     saved = f.get("saved_ms_per_step") or 0.0
     for name, v in (("estimated_speedup", speedup), ("saved_ms_per_step", saved)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        if not _finite(v):
             raise TraceFormatError(f"{path}: {where}.{name} holds {v!r}: a finite number is "
                                    "expected")
     return FindingRow(f["rule"], f.get("code", ""), float(speedup), float(saved),
@@ -218,8 +223,7 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
 def _basis_ratio(data: dict[str, Any], times: tuple[float, ...]) -> float:
     """The report's step over the mean of its steady steps (see `GateInput.step_basis_ratio`)."""
     step = data.get("baseline_step_ms")
-    if (isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step)
-            or step <= 0 or not times):
+    if not _finite(step) or step <= 0 or not times:
         return 1.0
     return float(step) / statistics.fmean(times)
 
