@@ -112,24 +112,29 @@ def check_outputs(inputs: Iterable[Path | str], outputs: Mapping[str, Path | Non
         seen.append((option, ident))
 
 
-def write_atomic(path: Path | str, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file renamed over it."""
+def replace_file(path: Path | str, data: str | bytes) -> None:
+    """Write ``data`` to a new file beside ``path`` and rename it over ``path``: readers never
+    see half a file, and a link planted at ``path`` is replaced, not followed. OSError as is."""
     path = Path(path)
     raw = data.encode("utf-8") if isinstance(data, str) else data
     parent = path.parent if str(path.parent) else Path(".")
-    tmp = None
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have created it
         os.replace(tmp, path)
-        tmp = None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_atomic(path: Path | str, data: str | bytes) -> None:
+    """`replace_file`, its failure a one-line `OutputError`."""
+    try:
+        replace_file(path, data)
     except OSError as e:
         raise OutputError(f"cannot write {path}: {e.strerror or e}") from e
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)

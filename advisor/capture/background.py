@@ -33,12 +33,13 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
+
+from advisor.output_paths import replace_file
 
 HANDOFF = "handoff_{tag}.json"
 STEPS = "steps_{tag}.json"
@@ -86,20 +87,8 @@ with what it has (the job may run its first steps after the window very slowly).
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    """Readers never see half a file: write a new file beside it (created, never opened through
-    a link planted there) and rename it over the path (a link there is replaced, not followed)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() would have created it
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Readers (the job, the analysis beside it) never see half a file (`replace_file`)."""
+    replace_file(path, json.dumps(data))
 
 
 def _put_status(path: Path, status: dict) -> None:
