@@ -40,12 +40,13 @@ def find_nsys() -> str:
 
 
 def profile_command(nsys: str, base: Path, child: list[str],
-                    trace: str = DEFAULT_TRACE) -> list[str]:
+                    trace: str = DEFAULT_TRACE, options: tuple[str, ...] = ()) -> list[str]:
     # No --python-backtrace: nsys takes Python backtraces through its CPU sampler, which
     # --sample=none turns off (on the H100 machine we validate on, the kernel offers no perf
     # events to sample with; a capture with it recorded no backtraces). Source lines come
     # from torch.profiler's stacks (`advisor profile` without --nsys).
-    return [nsys, "profile", "-t", trace, *PROFILE_FLAGS, "-o", str(base), "-f", "true", *child]
+    return [nsys, "profile", "-t", trace, *PROFILE_FLAGS, *options, "-o", str(base), "-f", "true",
+            *child]
 
 
 def child_command(opts, target, args: list[str]) -> list[str]:
@@ -76,7 +77,7 @@ def profile(opts, target, args: list[str], rank) -> int:
         stale.unlink(missing_ok=True)
     bg = BackgroundAnalysis(opts, rank, sqlite)
     proc = subprocess.Popen(profile_command(nsys, base, child_command(opts, target, args),
-                                            opts.nsys_trace))
+                                            opts.nsys_trace, opts.nsys_options))
     if opts.then == "continue":
         _hand_over_while_running(proc, nsys, rep, sqlite, status_path, bg)
     rc = _wait(proc)

@@ -34,6 +34,7 @@ class ProfileOptions:
     show_fixes: bool = False
     stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
     nsys_trace: str = DEFAULT_TRACE  # nsys -t (with --nsys)
+    nsys_options: tuple[str, ...] = ()  # more `nsys profile` options (with --nsys)
     source_root: Path | None = None  # the script's directory: where reports read its lines
     window_at_s: float | None = None  # --window-at TIME: start recording then
     then: str = "continue"  # after the window: "continue" (analysis beside the job) or "stop"
@@ -56,6 +57,8 @@ class ProfileOptions:
             args += ["--html", str(self.html_out)]
         if self.nsys:
             args += ["--nsys", "--nsys-trace", self.nsys_trace]
+            for option in self.nsys_options:
+                args.append(f"--nsys-option={option}")
         if self.quiet:
             args.append("--quiet")
         for flag, values in (("--select", self.select), ("--ignore", self.ignore),

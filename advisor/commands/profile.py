@@ -45,6 +45,9 @@ if TYPE_CHECKING:
               help="Record the window with Nsight Systems (nsys on PATH) instead of torch.profiler.")
 @click.option("--nsys-trace", default=DEFAULT_TRACE, show_default=True,
               metavar="APIS", help="What nsys traces (its -t), with --nsys.")
+@click.option("--nsys-option", "nsys_options", multiple=True, metavar="OPTION",
+              help="One more `nsys profile` option, with --nsys (repeatable; write it with '=', "
+                   "as --nsys-option=--pytorch=autograd-nvtx).")
 @click.option("--stacks/--no-stacks", default=True, show_default=True,
               help="Record Python call stacks in the window (torch.profiler with_stack), so "
                    "findings name your source lines; their cost is removed from estimates.")
@@ -70,7 +73,8 @@ if TYPE_CHECKING:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def command(wait: int | None, window_at: str | None, then: str | None, steps: int, out: Path,
             json_out: Path | None, html_out: Path | None,
-            nsys: bool, nsys_trace: str, stacks: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+            nsys: bool, nsys_trace: str, nsys_options: tuple[str, ...], stacks: bool,
+            select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
             module: bool, try_: str | None, try_runs: int, try_steps: int, try_time: float,
             nsys_child: bool, script: str | None, script_args: tuple[str, ...]) -> int:
@@ -113,7 +117,7 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
                           nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
                           ignore=ignore, rule_option=rule_option, isolated=isolated,
                           show_fixes=show_fixes, stacks=stacks,
-                          nsys_trace=nsys_trace, trial=trial)
+                          nsys_trace=nsys_trace, nsys_options=nsys_options, trial=trial)
     return profile(opts, Target(script, module=module), list(script_args))
 
 
