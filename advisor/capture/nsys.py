@@ -41,12 +41,13 @@ def find_nsys() -> str:
 
 def profile_command(nsys: str, base: Path, child: list[str],
                     trace: str = DEFAULT_TRACE, options: tuple[str, ...] = ()) -> list[str]:
-    # No --python-backtrace: nsys takes Python backtraces through its CPU sampler, which
-    # --sample=none turns off (on the H100 machine we validate on, the kernel offers no perf
-    # events to sample with; a capture with it recorded no backtraces). Source lines come
-    # from torch.profiler's stacks (`advisor profile` without --nsys).
-    return [nsys, "profile", "-t", trace, *PROFILE_FLAGS, *options, "-o", str(base), "-f", "true",
-            *child]
+    # No --python-backtrace by default: nsys takes Python backtraces through its CPU sampler,
+    # which --sample=none turns off (with it, a capture records no backtraces). An option the
+    # user gives (--nsys-option=--sample=process-tree) replaces ours of the same name: nsys
+    # refuses an option given twice.
+    given = {option.split("=", 1)[0] for option in options}
+    ours = [flag for flag in PROFILE_FLAGS if flag.split("=", 1)[0] not in given]
+    return [nsys, "profile", "-t", trace, *ours, *options, "-o", str(base), "-f", "true", *child]
 
 
 def child_command(opts, target, args: list[str]) -> list[str]:

@@ -100,3 +100,20 @@ def test_nsys_trace_option_reaches_every_rank():
     opts = ProfileOptions(nsys=True, nsys_trace="cuda,nvtx,osrt,cublas,cudnn")
     args = opts.cli_args()
     assert args[args.index("--nsys-trace") + 1] == "cuda,nvtx,osrt,cublas,cudnn"
+
+
+def test_nsys_options_reach_every_rank_and_replace_ours_of_the_same_name():
+    from advisor.capture.nsys import PROFILE_FLAGS, profile_command
+
+    opts = ProfileOptions(nsys=True, nsys_options=("--sample=process-tree",
+                                                   "--python-backtrace=cuda"))
+    args = opts.cli_args()
+    assert "--nsys-option=--sample=process-tree" in args
+    assert "--nsys-option=--python-backtrace=cuda" in args
+    cmd = profile_command("nsys", Path("o/nsys_rank0"), ["python", "train.py"], "cuda,nvtx",
+                          opts.nsys_options)
+    # nsys refuses an option given twice ("Option '--sample' cannot be specified more than once")
+    assert [c for c in cmd if c.startswith("--sample")] == ["--sample=process-tree"]
+    assert "--python-backtrace=cuda" in cmd and "--cpuctxsw=none" in cmd
+    assert cmd[-2:] == ["python", "train.py"]
+    assert "--sample=none" in PROFILE_FLAGS
