@@ -18,7 +18,7 @@ run() { local name=$1 to=$2; shift 2; local rem=$(( HARD - 30 - $(date +%s) + T0
   echo "[$name] rc=$? $(( $(date +%s) - t ))s (at $(( $(date +%s) - T0 ))s)"; }
 python3 $R/benchmarks/public/synth_data.py images $W/imnet > $W/logs/synth.log 2>&1; echo "[synth] $(( $(date +%s) - T0 ))s"
 mkdir -p $W/l && cp $R/.carry/lightning/imagenet.py $W/l/ && cd $W/l
-LA="imagenet.py fit --model.data_path $W/imnet --model.arch vit_b_16 --model.batch_size 64 --model.workers 12 --trainer.limit_val_batches 0 --trainer.num_sanity_val_steps 0 --trainer.max_steps 3000 --trainer.enable_checkpointing False"
+LA="imagenet.py fit --model.data_path $W/imnet --model.arch vit_b_16 --model.batch_size 64 --model.workers 12 --trainer.limit_val_batches 0 --trainer.num_sanity_val_steps 0 --trainer.max_steps 3000"
 run try 540 advisor profile --try bf16 --try-runs 2 --try-steps 25 --try-time 15 --out $W/rep/try --json $W/rep/try.json --html $W/rep/try.html $LA
 rm -rf $W/rep/try/try/scratch; find $W/rep -name '*.nsys-rep' -delete
 tar -czf $W/all.tgz -C $W logs rep 2>/dev/null; split -b 15m $W/all.tgz $OUT/all.tgz.part-
