@@ -295,6 +295,9 @@ def why_nothing(opts: ProfileOptions, complete: list[int], explicit: bool, optim
 
         return interrupted_before(opts, complete, code)
     if not complete and not optimizer_steps and not explicit:
+        if code != 0:  # it failed before training: its own error above says why, not us
+            return (f"the script exited with {code} before its first training step (its error "
+                    "is above): nothing was recorded")
         return ("no training steps found: the script never called optimizer.step() of a "
                 "torch.optim optimizer; mark its loop with advisor.capture.step()")
     n = len(complete)

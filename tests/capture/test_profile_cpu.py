@@ -297,3 +297,16 @@ def test_step_and_phase_decorate_functions():
     finally:
         session.activate(None)
     assert calls == [1, 2]
+
+
+def test_script_failing_before_training_is_not_told_it_has_no_steps(tmp_path):
+    # Seen on the H100: a Lightning script that raised in Trainer(...) got "no training steps
+    # found: the script never called optimizer.step()", which sends the user the wrong way.
+    broken = tmp_path / "broken.py"
+    broken.write_text("raise SystemExit('bad config')\n")
+    done = advisor("profile", "--out", str(tmp_path / "o"), str(broken), cwd=tmp_path)
+    assert done.returncode == 1
+    assert "bad config" in done.stderr
+    assert "exited with 1 before its first training step" in done.stderr
+    assert "no training steps found" not in done.stderr
+    assert "Traceback" not in done.stderr.split("bad config")[-1]
