@@ -18,6 +18,8 @@ import torch.nn.functional as F
 TOKENS, D, FF, DEPTH, VOCAB = 8192, 768, 3072, 4, 50257
 if os.environ.get("SCENARIO_TINY"):  # a CPU smoke run
     TOKENS, D, FF, DEPTH = 64, 64, 256, 1
+if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
+    TOKENS, D, FF, DEPTH, VOCAB = 4096, 1024, 4096, 4, 32001  # a Llama-size vocabulary
 PADDED = (VOCAB + 63) // 64 * 64  # 50304
 POOL = 2
 

@@ -37,6 +37,8 @@ import torch.nn.functional as F
 BATCH, SEQ, D, HEADS, FF, DEPTH, P = 2, 16384, 512, 8, 512, 16, 0.1
 if os.environ.get("SCENARIO_TINY"):
     BATCH, SEQ, D, HEADS, FF, DEPTH = 2, 256, 64, 4, 64, 2
+if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
+    BATCH, SEQ, D, HEADS, FF, DEPTH = 4, 8192, 768, 12, 768, 12
 TOKENS = BATCH * SEQ
 POOL = 2
 IMPL = os.environ.get("RNG_DROPOUT_IMPL", "triton")

@@ -34,6 +34,8 @@ from torch.utils.checkpoint import checkpoint
 SEQ, D, FF, GROUPS, PER_GROUP, HEADS, DH = 16384, 256, 2560, 2, 3, 8, 64
 if os.environ.get("SCENARIO_TINY"):
     SEQ, D, FF, GROUPS, PER_GROUP, HEADS, DH = 256, 32, 128, 2, 2, 2, 16
+if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
+    SEQ, D, FF, GROUPS, PER_GROUP, HEADS, DH = 8192, 512, 4096, 2, 2, 8, 64
 TOKENS = SEQ
 DEPTH = GROUPS * PER_GROUP  # MLP blocks
 POOL = 2
