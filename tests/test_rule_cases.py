@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from advisor.engine.registry import load_rules
+from advisor.engine.runner import MIN_SPEEDUP
 from tests import validation_data as vd
 from tests.conftest import SCENARIOS
 
@@ -44,7 +45,11 @@ OUT_OF_TOLERANCE = {
 # The disjoint check set (fixtures/scenarios-check: the same scenarios at other shapes, nothing
 # fitted on them). Its misses are the model's honest error, kept visible as strict xfails.
 CHECK = vd.SETS["check"]
-CHECK_CASES = [(r.name, fmt) for r in sorted(CHECK.iterdir()) if r.is_dir() for fmt in FORMATS]
+CHECK_CASES = [(r.name, fmt) for r in sorted(CHECK.iterdir()) if r.is_dir() for fmt in FORMATS
+               if (r / "bad" / _FILE[fmt]).exists()]
+NO_GAIN = {r for r, _ in CHECK_CASES if vd.measured_speedup(CHECK / r) < MIN_SPEEDUP}
+"""Check scenarios whose fix measured no gain worth reporting at the check shape: there the rule
+must stay silent (a finding is reported from MIN_SPEEDUP on), not rank first."""
 CHECK_OUT_OF_TOLERANCE = {
     ("unfused-attention", "kineto"): "0.73x of measured at S=1024, 12 heads: the settled "
     "replay of the fix is host-bound on the unfused program's host work (torch.profiler's "
@@ -52,6 +57,10 @@ CHECK_OUT_OF_TOLERANCE = {
     ("uncaptured-cuda-graph", "kineto"): "1.51x of measured: torch.profiler's per-op host cost on "
     "this narrower, shallower MLP is above the 2.5 us fitted on the fit set, so the eager host "
     "time the graph removes looks larger than it is (nsys: 1.01x)",
+    ("loader-jitter", "nsys"): "0.70x of measured (1.54x for 2.21x) at 8192 tokens x 128 "
+    "features: the replay takes off the input waits it sees, and the fixed loader gains more than "
+    "that (on the fit shape it gains less: GAIN_MISSES); what the waits miss is not isolated",
+    ("loader-jitter", "kineto"): "0.69x of measured: same",
 }
 
 
@@ -74,6 +83,18 @@ class Rows:
         return self._rows[key]
 
 
+CHECK_GAIN_CASES = [(r, f) for r, f in CHECK_CASES if r not in NO_GAIN]
+"""The check cases with a measured gain to compare an estimate with."""
+CHECK_FALSE_FINDINGS = {
+    ("unfused-gemm-gelu", "kineto"): "a false finding: at the check shape (8192 tokens, d 512, "
+    "FF 4096) the GELU epilogue measured 1.00x, and the rule promises 1.03x (2.7% of the step) "
+    "from torch.profiler's capture (silent on nsys); which part of the modelled saving the "
+    "epilogue GEMM gives back is not isolated",
+    ("loader-jitter", "kineto"): "the fixed loader's torch.profiler capture still raises "
+    "loader-jitter (its nsys capture does not)",
+}
+
+
 @pytest.fixture(scope="session")
 def check_rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
     return Rows(CHECK, Path(tmp_path_factory.mktemp("check")))
@@ -81,14 +102,23 @@ def check_rows(tmp_path_factory: pytest.TempPathFactory) -> Rows:
 
 @pytest.mark.grouped_by("rule", "fmt")
 @pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
-def test_check_set_bad_raises_its_rule_first_and_good_stays_clean(check_rows, rule, fmt):
+def test_check_set_bad_raises_its_rule_first_and_good_stays_clean(check_rows, rule, fmt, request):
+    if (rule, fmt) in CHECK_FALSE_FINDINGS:
+        request.applymarker(pytest.mark.xfail(reason=CHECK_FALSE_FINDINGS[(rule, fmt)], strict=True))
     row = check_rows[(rule, fmt)]
-    assert row.top_rule == rule, row.bad_findings
+    if rule in NO_GAIN:
+        assert row.estimated is None or row.estimated < MIN_SPEEDUP, (
+            f"{rule}/{fmt}: the fix measured {row.measured:.3f}x, the rule promises "
+            f"{row.estimated:.3f}x")
+    elif row.top_rule == ALSO_FIXED_BY.get(rule):
+        assert any(f.startswith(f"{rule} ") for f in row.bad_findings[:2]), row.bad_findings
+    else:
+        assert row.top_rule == rule, row.bad_findings
     assert not row.good_raises
 
 
 @pytest.mark.grouped_by("rule", "fmt")
-@pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
+@pytest.mark.parametrize(("rule", "fmt"), CHECK_GAIN_CASES)
 def test_check_set_estimate_is_within_tolerance(check_rows, rule, fmt, request):
     if (rule, fmt) in CHECK_OUT_OF_TOLERANCE:
         request.applymarker(pytest.mark.xfail(reason=CHECK_OUT_OF_TOLERANCE[(rule, fmt)], strict=True))
@@ -161,6 +191,11 @@ GAIN_MISSES = {
     ("loader-jitter", "kineto"): "+33% (38% promised, 29% measured): same",
 }
 CHECK_GAIN_MISSES = {
+    ("cpu-bound-loss", "nsys"): "+36% (31% of the step promised, 23% measured) at 8 images x "
+    "2048 anchors: nsys slows the sync-heavy per-sample loop and the per-call overhead model "
+    "removes only part of it (the fit set's OUT_OF_TOLERANCE, same cause)",
+    ("loader-jitter", "nsys"): "-36% (35% promised, 55% measured): see CHECK_OUT_OF_TOLERANCE",
+    ("loader-jitter", "kineto"): "-36%: same",
     ("fp8-candidate", "nsys"): "+64% (27% of the step promised, 17% measured) at 2048->8192 on "
     "16384 tokens: the FP8 GEMM efficiency (1.05x the rate ratio) and the cast shares were "
     "fitted at 4096->16384 and do not carry over to this shape (which part misses is not isolated)",
@@ -184,7 +219,7 @@ def test_estimated_gain_is_within_the_rules_bound_of_the_measured_gain(rows, rul
 
 
 @pytest.mark.grouped_by("rule", "fmt")
-@pytest.mark.parametrize(("rule", "fmt"), CHECK_CASES)
+@pytest.mark.parametrize(("rule", "fmt"), CHECK_GAIN_CASES)
 def test_check_set_gain_is_within_the_rules_bound(check_rows, rule, fmt, request):
     if (rule, fmt) in CHECK_GAIN_MISSES:
         request.applymarker(pytest.mark.xfail(reason=CHECK_GAIN_MISSES[(rule, fmt)], strict=True))
