@@ -492,6 +492,9 @@ class LoaderJitter(Rule):
                     "parallel": f"{best.parallel:g}"},
             effects=effects, basis="mean", model=model, assumptions=assumptions)
         e = found.estimate
+        if raise_to:  # `advisor profile --try` can time the worker count the model proposes
+            found = replace(found, fix=replace(found.fix, knobs=(
+                f"loader:num_workers={best.workers}",)))
         return replace(found, estimate=ctx.estimate(
             speedup, min(low, speedup), max(high, speedup), e.model, e.assumptions, e.basis,
             e.floor, e.floor_binds))

@@ -161,6 +161,7 @@ def test_the_j4_loader_finding_names_the_worker_deficit_not_allocation_churn(j4_
     best = propose(_run(H100)).best.workers
     assert f"raise num_workers from 4 to {best}" in found.fix.title
     assert found.fix.title.index("persistent_workers=True") < found.fix.title.index("raise")
+    assert found.fix.knobs == (f"loader:num_workers={best}",)  # what `--try` would time
     assert "restart every 61 steps" in found.message
     assert found.estimate.speedup == pytest.approx(
         propose(_run(H100)).best.speedup_over(_run(H100)), rel=1e-6)
