@@ -175,13 +175,14 @@ def observe(state: Mapping[str, Any]) -> LoaderRun | None:
     times = _steps(state)
     if not loader or not cores or not times:
         return None
-    act: Mapping[str, Mapping[str, int]] = state.get("activity") or {}
+    # int keys in the live session, str keys once written as JSON
+    act = {int(k): v for k, v in (state.get("activity") or {}).items()}
     recorded = {int(i) for i in state.get("recorded") or ()}
     near = {i + d for i in recorded for d in (-1, 0, 1)}  # the window's start and stop work
     settled = state.get("settled_at")
     starts = sorted(int(k) for k, a in act.items() if a.get("loader_start_calls"))
     after_start = set(starts) | {i + 1 for i in starts}
-    steady = [(ns, int(act.get(str(i), {}).get("data", 0))) for i, ns in times
+    steady = [(ns, int(act.get(i, {}).get("data", 0))) for i, ns in times
               if i not in near and i not in after_start and (settled is None or i > settled)]
     if len(steady) < MIN_STEADY_STEPS:
         return None
@@ -191,7 +192,7 @@ def observe(state: Mapping[str, Any]) -> LoaderRun | None:
     start_ns = wait_ns = 0.0
     calls_seen = 0
     for k in starts:
-        a = act[str(k)]
+        a = act[k]
         calls = int(a["loader_start_calls"])
         first = 1 if calls_seen == 0 else 0  # the run's first start is paid once, always
         calls_seen += calls
@@ -200,7 +201,7 @@ def observe(state: Mapping[str, Any]) -> LoaderRun | None:
         share = (calls - first) / calls
         # the first batch's wait falls in the start's step or the one after it
         excess = sum(max(0.0, b.get("data", 0) - b.get("data_batches", 0) * typical_wait)
-                     for b in (a, act.get(str(k + 1), {})) if k + 1 not in starts or b is a)
+                     for b in (a, act.get(k + 1, {})) if k + 1 not in starts or b is a)
         start_ns += share * a.get("loader_start", 0)
         wait_ns += share * excess
     n = len(times)

@@ -174,3 +174,11 @@ def test_allocation_calls_in_the_slow_steps_still_name_allocation_churn():
     found = next(f for f in analyze_graph(graph).results.findings if f.rule == "loader-jitter")
     assert found.fix.mechanism == "allocation-churn"
     assert found.evidence.api_calls
+
+
+def test_the_live_session_state_reads_the_same_as_its_json():
+    """`advisor profile` analyses from the live session, whose activity is keyed by int step
+    numbers; the files hold them as strings."""
+    state = _state(H100)
+    live = {**state, "activity": {int(k): v for k, v in state["activity"].items()}}
+    assert observe(live) == _run(H100)
