@@ -452,8 +452,13 @@ class LoaderJitter(Rule):
         if kinds:
             message += "; also " + ", ".join(f"{k} x{v}" for k, v in kinds.most_common(3))
         target = ctx.step_ns / speedup
-        effects: list = [BatchSupply(run.worker_batch_ns, best.parallel if raise_to
-                                     else float(run.workers), "the workers' measured rate")]
+        # the loader's floor: a batch per W / P, and the restarts' share of every step, which
+        # no step fix shortens
+        parallel = best.parallel if raise_to else float(min(run.workers, run.free_cores))
+        restart = best.restart_ns if raise_to else run.restart_ns
+        effects: list = [BatchSupply(run.worker_batch_ns + parallel * restart, parallel,
+                                     "the workers' measured rate, with their restarts' share "
+                                     "per step")]
         for s in steps:
             d = max(1, _data_host_ns(s))
             wait = max(min(HANDOVER_NS, PREFETCH_HOST_SHARE * d), target - (s.time_ns - d))

@@ -26,6 +26,7 @@ import pytest
 
 from advisor.analysis import analyze_graph
 from advisor.capture.steptimes import StepClock, measured_step
+from advisor.engine.effects import BatchSupply
 from advisor.engine.host import HostFacts
 from advisor.engine.loader_model import LoaderRun, observe, predict, propose
 from advisor.ingest.base import load_trace
@@ -163,8 +164,12 @@ def test_the_j4_loader_finding_names_the_worker_deficit_not_allocation_churn(j4_
     assert found.fix.title.index("persistent_workers=True") < found.fix.title.index("raise")
     assert found.fix.knobs == (f"loader:num_workers={best}",)  # what `--try` would time
     assert "restart every 61 steps" in found.message
-    assert found.estimate.speedup == pytest.approx(
-        propose(_run(H100)).best.speedup_over(_run(H100)), rel=1e-6)
+    prop, run = propose(_run(H100)), _run(H100)
+    assert found.estimate.speedup == pytest.approx(prop.best.speedup_over(run), rel=1e-6)
+    # the loader's floor for every combination: a batch per W / P and the restarts per step
+    supply = next(e for e in found.effects if isinstance(e, BatchSupply))
+    assert supply.floor_ns == pytest.approx(
+        run.worker_batch_ns / prop.best.parallel + prop.best.restart_ns)
 
 
 def test_allocation_calls_in_the_slow_steps_still_name_allocation_churn():
