@@ -187,6 +187,8 @@ def observe(state: Mapping[str, Any]) -> LoaderRun | None:
     if len(steady) < MIN_STEADY_STEPS:
         return None
     supply = statistics.fmean(ns for ns, _ in steady)
+    if supply <= 0:  # steps that took no time measure no rate
+        return None
     wait = statistics.fmean(d for _, d in steady)
     typical_wait = float(statistics.median(d for _, d in steady))
     start_ns = wait_ns = 0.0
@@ -211,6 +213,6 @@ def observe(state: Mapping[str, Any]) -> LoaderRun | None:
         pin_memory=bool(loader.get("pin_memory")),
         persistent=bool(loader.get("persistent_workers")),
         steady_steps=len(steady), supply_ns=supply, wait_ns=wait,
-        consume_ns=statistics.fmean(ns - d for ns, d in steady),
+        consume_ns=statistics.fmean(max(0, ns - d) for ns, d in steady),
         restart_start_ns=start_ns / n, restart_wait_ns=wait_ns / n,
         starts=calls_seen, epoch_steps=float(statistics.median(gaps)) if gaps else None)
