@@ -5,10 +5,12 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import BatchSupply, ScaleHostWork, SetCallDurations
+from advisor.engine.loader_model import LoaderRun, propose
 from advisor.engine.rule import (
     Category,
     Confidence,
@@ -104,11 +106,23 @@ class LoaderJitter(Rule):
       the estimate's assumptions) less one for the training thread. Low bound: N/2 effective
       workers (logical CPUs may be hyperthread siblings); high bound: the loading hidden
       entirely (a worker may load a batch faster than the training thread did).
-    - workers saturated (``num_workers>0`` and the step still waits): more workers where the
-      host has idle cores, the same model with N'/N; beyond that, decode on the GPU (DALI) or
-      cache decoded samples (high bound: the data phase becomes a hand-over).
+    - workers saturated (``num_workers>0`` and the step still waits). Under `advisor
+      profile` the run's own clock measures the pool (`advisor.engine.loader_model`): N
+      workers supply a batch every S (the steady steps' mean), so one worker takes
+      ``W = N * S``; the step itself needs C (the step less its wait); each epoch's restart
+      costs the forks (growing with N) and the fresh workers' first batch. With N' workers
+      on F free cores (the host's less the training thread and the pin-memory thread) the
+      step is ``max(C, W / min(N', F))`` plus the restarts at N'. The proposal is the fewest
+      workers within 1% of the best such step, so more workers are not proposed where their
+      forks at every epoch start cost more than their supply gains; non-persistent workers
+      whose restarts cost 2% of the step get ``persistent_workers=True`` first. Low bound:
+      half the free cores (hyperthread siblings); high: the loading hidden entirely (DALI,
+      cached samples). Without the run's clock (a bare trace) the N'/N model of the
+      training-thread case is used.
     - allocation churn: allocation calls cost nothing (a preallocated pool) and each outlier
-      step's data phase takes the median data-phase time.
+      step's data phase takes the median data-phase time. Named only with allocation calls
+      in the steps: slow steps that wait for their batch without them are the worker pool's
+      bursts (N workers finish together, then the queue runs dry), a supply deficit.
 
     Estimated on the mean step, since jitter is invisible to the median.
 
@@ -277,13 +291,17 @@ class LoaderJitter(Rule):
                 s.time_ns for s in steps),
         }
         evidence_steps = tuple(s.index for s in coinciding) or tuple(sorted(alloc_steps))
-        churn = [fix_allocs, *scale_data] if (coinciding or allocs) else []
         if waits_for_input:
-            # Both causes can be present: the fix named is the one whose mechanism explains
-            # more of the step (its replay gains more); the message names the other.
+            # The mechanism follows the evidence (issue 33). Steps that wait for their batch
+            # are a supply deficit (the training thread loads, or the workers cannot keep up),
+            # and slow data phases among them are that deficit's bursts (N workers finish
+            # together, then the queue runs dry), not reallocations. Allocation churn needs
+            # allocation calls; where both are seen, the fix named is the one whose mechanism
+            # explains more of the step, and the message names the other.
             found = list(self._input_bound(graph, ctx, input_wait, data_gpu, quantities,
-                                           evidence_steps, kinds))
-            if not churn or found[0].estimate.speedup >= ctx.speedup(churn, "mean"):
+                                           evidence_steps, kinds, len(slow_data)))
+            churn = [fix_allocs, *scale_data]
+            if not allocs or found[0].estimate.speedup >= ctx.speedup(churn, "mean"):
                 yield from found
                 return
         yield ctx.finding(
@@ -311,10 +329,15 @@ class LoaderJitter(Rule):
 
     def _input_bound(self, graph: OpGraph, ctx: RuleContext, input_wait: float, data_gpu: float,
                      quantities: dict, evidence_steps: tuple[int, ...],
-                     kinds: Counter) -> Iterable[Finding]:
+                     kinds: Counter, bursts: int = 0) -> Iterable[Finding]:
         """The step waits for its input: which mechanism, and what the host can supply."""
         steps = ctx.steps
         workers, how = loader_workers(graph, ctx)
+        run = ctx.facts.loader_run
+        if workers and run is not None and run.workers == workers and run.steady_steps:
+            yield self._worker_pool(ctx, run, input_wait, data_gpu, quantities, evidence_steps,
+                                    kinds, bursts, how)
+            return
         cores, assumed = ctx.facts.cores_or_assumed()
         # one core stays with the training thread (it launches the GPU work)
         target = max(1, min(cores - 1, MAX_WORKERS))
@@ -384,6 +407,110 @@ class LoaderJitter(Rule):
             assumptions=tuple(assumptions),
         )
 
+
+    def _worker_pool(self, ctx: RuleContext, run: LoaderRun, input_wait: float, data_gpu: float,
+                     quantities: dict, evidence_steps: tuple[int, ...], kinds: Counter,
+                     bursts: int, how: str) -> Finding:
+        """Workers run and the step still waits: the pool's measured rate, start-up cost and
+        the host's cores say how many workers the step wants, and whether more make it slower
+        (`advisor.engine.loader_model`)."""
+        steps = ctx.steps
+        prop = propose(run)
+        best, now = prop.best, run.step_ns
+        raise_to = best.workers > run.workers and best.step_ns < now / (1 + MIN_GAIN)
+        # loading hidden (GPU decode, cached samples): the step is the training thread's own
+        hidden = now / (run.consume_ns + (best.restart_ns if raise_to else run.restart_ns))
+        if raise_to:
+            speedup, low, high = best.speedup_over(run), prop.low.speedup_over(run), hidden
+        else:  # more workers do not help here: the fix is cheaper loading
+            speedup, low, high = hidden, 1.0, hidden
+        restarts = (not run.persistent and prop.restarts_share >= MIN_RESTART_SHARE)
+        epoch = f"every {run.epoch_steps:g} steps" if run.epoch_steps else "each epoch"
+        first = (f"set persistent_workers=True first (the workers restart {epoch}, "
+                 f"{prop.restarts_share:.0%} of the step), " if restarts else "")
+        more = (f"raise num_workers from {run.workers} to {best.workers}, or" if raise_to
+                else "or" if first else "")
+        ms = lambda ns: f"{ns / 1e6:.1f} ms"  # noqa: E731
+        message = (f"the GPU waits for input {input_wait:.0%} of the step "
+                   f"({data_gpu / len(steps) / 1e6:.2f} ms per step in the data phase): "
+                   f"{run.workers} DataLoader workers supply a batch every {ms(run.supply_ns)} "
+                   f"(each takes {ms(run.worker_batch_ns)}), the step itself needs "
+                   f"{ms(run.consume_ns)}")
+        if bursts:
+            message += f"; {bursts} steps wait for a burst (the workers finish together)"
+        if restarts:
+            message += (f"; the workers are not persistent and restart {epoch} "
+                        f"({ms(run.restart_ns)} per step): set persistent_workers=True first")
+        if prop.more_is_slower(run):
+            message += (f"; {prop.most.workers} workers would make the step slower "
+                        f"({ms(prop.most.step_ns)} against {ms(now)} now: "
+                        + ("each epoch start forks every worker again" if run.restart_ns
+                           else "they share the host's cores") + ")")
+        if not raise_to:
+            message += ("; more workers would not make the step faster "
+                        f"({best.workers} predicted at {ms(best.step_ns)}, now {ms(now)})")
+        if kinds:
+            message += "; also " + ", ".join(f"{k} x{v}" for k, v in kinds.most_common(3))
+        target = ctx.step_ns / speedup
+        # the loader's floor: a batch per W / P, and the restarts' share of every step, which
+        # no step fix shortens
+        parallel = best.parallel if raise_to else float(min(run.workers, run.free_cores))
+        restart = best.restart_ns if raise_to else run.restart_ns
+        effects: list = [BatchSupply(run.worker_batch_ns + parallel * restart, parallel,
+                                     "the workers' measured rate, with their restarts' share "
+                                     "per step")]
+        for s in steps:
+            d = max(1, _data_host_ns(s))
+            wait = max(min(HANDOVER_NS, PREFETCH_HOST_SHARE * d), target - (s.time_ns - d))
+            effects += [ScaleHostWork(((a, b),), min(1.0, wait / d)) for a, b in s.phases.get("data", [])]
+        quantities = {**quantities, "loader_workers": float(run.workers),
+                      "host_cores": float(run.cores), "suggested_workers": float(best.workers),
+                      "worker_batch_ns": run.worker_batch_ns, "supply_ns": run.supply_ns,
+                      "consume_ns": run.consume_ns, "restart_ns_per_step": run.restart_ns,
+                      "predicted_step_ns": best.step_ns, "run_step_ns": now}
+        if run.epoch_steps:
+            quantities["epoch_steps"] = run.epoch_steps
+        model = (f"pool of {run.workers} workers measured in the run: one batch every "
+                 f"{ms(run.supply_ns)}, the step's own {ms(run.consume_ns)}, restarts "
+                 f"{ms(run.restart_ns)} per step; with N workers on {run.free_cores} free cores "
+                 "the step is max(own, N-worker supply) plus the restarts at N "
+                 f"(N={best.workers}: {ms(best.step_ns)} against {ms(now)})")
+        assumptions = (f"DataLoader workers: {how}",
+                       f"the main process keeps {run.cores - run.free_cores} of the "
+                       f"{run.cores} cores (training thread"
+                       + (", pin-memory thread)" if run.pin_memory else ")"),
+                       f"low: half the free cores ({run.free_cores / 2:g}) make batches "
+                       "(hyperthread siblings)",
+                       "high: loading hidden entirely (GPU decode or cached samples)",
+                       "a worker's batch costs the same at any worker count the host has "
+                       "cores for")
+        found = ctx.finding(
+            type(self), message=message,
+            evidence=Evidence(steps=evidence_steps or tuple(s.index for s in steps),
+                              api_calls=tuple(kinds), ranges=("data",), quantities=quantities),
+            mechanism="saturated-workers",
+            params={"workers": best.workers if raise_to else run.workers,
+                    "more_workers": first + more,
+                    "workers_note": (f"{run.workers} workers on {run.cores} cores: "
+                                     + (f"num_workers={best.workers} keeps up with the step"
+                                        if raise_to else "more workers would not help")),
+                    "parallel": f"{best.parallel:g}"},
+            effects=effects, basis="mean", model=model, assumptions=assumptions)
+        e = found.estimate
+        if raise_to:  # `advisor profile --try` can time the worker count the model proposes
+            found = replace(found, fix=replace(found.fix, knobs=(
+                f"loader:num_workers={best.workers}",)))
+        return replace(found, estimate=ctx.estimate(
+            speedup, min(low, speedup), max(high, speedup), e.model, e.assumptions, e.basis,
+            e.floor, e.floor_binds))
+
+
+MIN_GAIN = 0.02
+"""More workers are proposed only where the model expects them to save 2% of the step (the bar
+of every finding)."""
+MIN_RESTART_SHARE = 0.02
+"""Restarts of non-persistent workers that cost 2% of the step are named, with
+``persistent_workers`` as the first fix."""
 
 WORKER_BATCH_COST = 0.6
 """A DataLoader worker produces a batch in this share of the time the training thread took

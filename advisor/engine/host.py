@@ -12,10 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.engine.loader_model import LoaderRun, observe
+
 ASSUMED_CORES = 8
 """Cores a loader may use when the trace does not say: a conservative share of a training
 node's host (H100 servers have 8 GPUs on 96-224 cores, ~12-28 per GPU; cloud VMs with one GPU
 often 8-16). Stated in the estimate's assumptions whenever used."""
+
+
+RUN_KEYS = ("loader", "host_cores", "step_times", "activity", "recorded", "settled_at")
+"""What `loader_model.observe` reads of the session's state."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,8 @@ class HostFacts:
     loader_wall_ns_per_batch: float | None = None
     modules: tuple[str, ...] = ()  # framework packages the script imported
     loop_modules: tuple[str, ...] = ()  # packages on the stack of the first optimizer.step()
+    # The loader's rates, start-up cost and epochs from the run's step clock (`loader_model`)
+    loader_run: LoaderRun | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def cores_or_assumed(self) -> tuple[int, str | None]:
@@ -76,4 +84,5 @@ class HostFacts:
             loader_wall_ns_per_batch=wall / batches if batches else None,
             modules=tuple(get("framework_modules", ()) or ()),
             loop_modules=tuple(get("loop_modules", ()) or ()),
+            loader_run=observe({k: get(k, None) for k in RUN_KEYS}),
         )
