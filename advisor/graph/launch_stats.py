@@ -5,6 +5,12 @@ kernel-variability views, on the analysed steps).
   kernel's start on the GPU. A short delay on most kernels means the GPU waits for the host
   (launch-bound); a long one means a queue of work ahead of it (the host runs ahead, as it
   should). Reported as a distribution (p10, p50, p90, max), not a mean: the two regimes mix.
+* **Launch call and shorter-than-launch kernels** (HTA's ``get_cuda_kernel_launch_stats``, its
+  "short GPU kernels"): the host call's own duration (p50, p90, max) and the share of kernels
+  whose GPU time is shorter than the call that launched them. One thread cannot keep the GPU
+  busy with such kernels: the GPU finishes each before the host has enqueued the next, so a
+  high share says launch-bound before any replay does. Under torch.profiler the calls carry the
+  profiler's own cost (`advisor.engine.profiler_cost`), so the share is an upper bound there.
 * **Variability**: a kernel (by name and grid) launched in every analysed step, its time per
   step across steps: the spread (max - min over the median) says whether a step-to-step
   difference comes from the GPU's work itself (clocks, contention, data-dependent kernels) or
@@ -45,6 +51,8 @@ class LaunchStats:
     delays_ns: tuple[int, int, int, int] | None  # p10, p50, p90, max; None: no traced launches
     launched: int  # kernels whose launch call is in the trace
     variability: tuple[KernelSpread, ...]
+    call_ns: tuple[int, int, int] | None = None  # launch call duration: p50, p90, max
+    shorter_than_launch: float | None = None  # share of launched kernels shorter than the call
 
     def to_dict(self, top: int = 10) -> dict:
         d = self.delays_ns
@@ -53,6 +61,11 @@ class LaunchStats:
             "launch_to_start_us": None if d is None else
             {k: round(v / 1e3, 2) for k, v in zip(("p10", "p50", "p90", "max"), d, strict=True)},
             "launches_traced": self.launched,
+            "launch_call_us": None if self.call_ns is None else
+            {k: round(v / 1e3, 2) for k, v in zip(("p50", "p90", "max"), self.call_ns,
+                                                   strict=True)},
+            "shorter_than_launch": (None if self.shorter_than_launch is None
+                                    else round(self.shorter_than_launch, 4)),
             "variability": [
                 {"kernel": v.kernel, "grid": list(v.grid) if v.grid else None,
                  "median_ms": round(v.median_ns / 1e6, 4), "min_ms": round(v.min_ns / 1e6, 4),
@@ -66,6 +79,8 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
     if not steps:
         return None
     delays: list[int] = []
+    calls: list[int] = []
+    short = 0
     per_step: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     count = 0
     for i, s in enumerate(steps):
@@ -76,8 +91,11 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
             call = graph.launcher(op)
             if call is not None:
                 delays.append(max(0, op.start_ns - call.start_ns))
+                calls.append(call.duration_ns)
+                short += op.duration_ns < call.duration_ns
             per_step[(op.name, op.grid)][i] += op.duration_ns
     delays.sort()
+    calls.sort()
     spreads = []
     for (name, grid), by_step in per_step.items():
         if len(by_step) < len(steps) or len(steps) < 2:
@@ -90,4 +108,6 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
     return LaunchStats(
         count / len(steps),
         (*(_quantile(delays, q) for q in (0.1, 0.5, 0.9)), delays[-1]) if delays else None,
-        len(delays), tuple(spreads))
+        len(delays), tuple(spreads),
+        (*(_quantile(calls, q) for q in (0.5, 0.9)), calls[-1]) if calls else None,
+        short / len(calls) if calls else None)
