@@ -14,7 +14,12 @@ kernel-variability views, on the analysed steps).
 * **Variability**: a kernel (by name and grid) launched in every analysed step, its time per
   step across steps: the spread (max - min over the median) says whether a step-to-step
   difference comes from the GPU's work itself (clocks, contention, data-dependent kernels) or
-  from around it.
+  from around it. Per step, a kernel launched once per layer sums its launches, which hides how
+  its single launches vary; so each also carries its launches per step and the p50/p90/max of
+  one launch (nsys-ai's min/avg/max per kernel name, per name and grid here). Where the grid
+  does not follow the problem (Hopper's persistent cuBLAS GEMMs launch one block per SM pair
+  whatever the sizes), one name and grid covers several GEMMs, and the single launches' spread
+  is theirs, not the GPU's: the per-step spread stays the variability figure.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ class KernelSpread:
     median_ns: float  # time per step
     min_ns: int
     max_ns: int
+    launches: int = 0  # single launches over the analysed steps
+    instance_ns: tuple[int, int, int] | None = None  # one launch: p50, p90, max
 
     @property
     def spread(self) -> float:
@@ -69,7 +76,11 @@ class LaunchStats:
             "variability": [
                 {"kernel": v.kernel, "grid": list(v.grid) if v.grid else None,
                  "median_ms": round(v.median_ns / 1e6, 4), "min_ms": round(v.min_ns / 1e6, 4),
-                 "max_ms": round(v.max_ns / 1e6, 4), "spread": round(v.spread, 3)}
+                 "max_ms": round(v.max_ns / 1e6, 4), "spread": round(v.spread, 3),
+                 "launches": v.launches,
+                 "launch_us": None if v.instance_ns is None else
+                 {k: round(x / 1e3, 2) for k, x in zip(("p50", "p90", "max"), v.instance_ns,
+                                                       strict=True)}}
                 for v in self.variability[:top]],
         }
 
@@ -82,6 +93,7 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
     calls: list[int] = []
     short = 0
     per_step: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    single: dict[tuple, list[int]] = defaultdict(list)
     count = 0
     for i, s in enumerate(steps):
         for op in graph.step_ops(s):
@@ -94,6 +106,7 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
                 calls.append(call.duration_ns)
                 short += op.duration_ns < call.duration_ns
             per_step[(op.name, op.grid)][i] += op.duration_ns
+            single[(op.name, op.grid)].append(op.duration_ns)
     delays.sort()
     calls.sort()
     spreads = []
@@ -101,8 +114,10 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
         if len(by_step) < len(steps) or len(steps) < 2:
             continue  # not in every step: a spread would mix presence with duration
         times = list(by_step.values())
+        one = sorted(single[(name, grid)])
         spreads.append(KernelSpread(short_name(name), grid, statistics.median(times),
-                                    min(times), max(times)))
+                                    min(times), max(times), len(one),
+                                    (_quantile(one, 0.5), _quantile(one, 0.9), one[-1])))
     # the kernels whose spread costs the most time first
     spreads.sort(key=lambda v: -(v.max_ns - v.min_ns))
     return LaunchStats(

@@ -78,3 +78,30 @@ def test_a_launch_bound_step_has_more_kernels_shorter_than_their_launch():
     d = gpu.to_dict()
     assert set(d["launch_call_us"]) == {"p50", "p90", "max"}
     assert 0 <= d["shorter_than_launch"] <= 1
+
+
+def test_single_launches_of_the_most_variable_kernels_match_the_raw_durations():
+    """Each variability entry's launches and p50/p90/max of one launch, against the kernel
+    events of the raw trace (the same kernels: name, grid, analysed steps)."""
+    a = analyze(str(GPU_BOUND), ["gemm-shape-alignment"])
+    steps = [b.step for b in a.summary.steps]
+    st = launch_stats(a.graph, steps)
+    events = json.loads(gzip.decompress(GPU_BOUND.read_bytes()))["traceEvents"]
+    dur = {e["args"]["correlation"]: e["dur"] for e in events
+           if e.get("cat") == "kernel" and e.get("ph") == "X"}
+    from advisor.graph.kernels import short_name
+
+    kernels = [o for s in steps for o in a.graph.step_ops(s) if o.kind.value == "kernel"]
+    full: dict[tuple, set[str]] = {}
+    for o in kernels:
+        full.setdefault((short_name(o.name), o.grid), set()).add(o.name)
+    # entries whose short name stands for one kernel (templates' arguments are cut from it)
+    checked = [v for v in st.variability if len(full[(v.kernel, v.grid)]) == 1][:8]
+    assert len(checked) >= 5
+    for v in checked:
+        mine = sorted(dur[o.correlation] for o in kernels
+                      if o.grid == v.grid and short_name(o.name) == v.kernel)
+        assert v.launches == len(mine) >= len(steps)
+        for got, q in zip(v.instance_ns, (0.5, 0.9, 1.0), strict=True):
+            assert got / 1e3 == pytest.approx(_quantile(mine, q), abs=1e-3)
+        assert v.instance_ns[0] <= v.instance_ns[1] <= v.instance_ns[2]
