@@ -10,6 +10,20 @@ pinned past the end, as outside the window) and with none, so drift and noise fa
 Each block's first steps (the hooks' one-time discovery of the top-level modules) are left
 out of both. Prints the median step of each, the difference per step, and the cost of the settle check the
 session makes at each boundary before the window (a bound on the steps before it).
+
+    python benchmarks/hook_cost.py --parts [--rounds 15] [--calls 2000]
+
+The hooks' host cost per step, part by part, in microseconds of the loop thread's CPU time
+(``time.thread_time_ns``: other processes on a shared machine do not count in it): each entry
+point a training step goes through once (the top-level module's call, ``autograd.backward``,
+``optimizer.step()`` with the step boundary it makes, a DataLoader's ``__next__``) is called
+``--calls`` times on a trivial payload, in blocks alternating with and without a session
+installed (past its discovery steps, pinned window never reached, as outside the window); the
+cost is the median of the hooked blocks less the median of the plain ones. Then a whole
+launch-bound step (``tiny-gpt``: a 4-layer GPT of width 32, batch 2, sequence 16, AdamW
+unfused: about 970 top-level operators, 3,200 with the nested ones, a few ms per step on a
+CPU) with and without the hooks, the same way: a check that the parts miss nothing large, good
+only to the whole step's noise (a few % on the shared development machine).
 """
 
 from __future__ import annotations
@@ -34,7 +48,12 @@ def main() -> int:
     ap.add_argument("--blocks", type=int, default=12)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--parts", action="store_true", help="the hooks' cost per step, part by part")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--calls", type=int, default=2000)
     a = ap.parse_args()
+    if a.parts:
+        return parts(a)
     torch.manual_seed(0)
     dev = torch.device(a.device)
     layers = []
@@ -98,6 +117,142 @@ def main() -> int:
         before, later = after
         print(f"after a torch.profiler window (what stays set up once it stopped): plain steps "
               f"{before:.1f} us before it, {later:.1f} us after it ({(later - before) / before:+.2%})")
+    return 0
+
+
+def _session():
+    """A session as `advisor profile --wait <past the end>` installs it, past its discovery."""
+    from advisor.capture import session
+    from advisor.capture.window import KinetoRecorder
+
+    return session.Session(session.WindowPlan(wait=10**9, steps=1), KinetoRecorder(None))
+
+
+def _interleaved(fn, train_step, rounds: int, calls: int) -> tuple[float, float]:
+    """Median thread-CPU ns per call of ``fn``: plain blocks and hooked blocks, alternating (the
+    order flips every round); each hooked block gets a fresh session that first runs
+    ``train_step`` past the discovery steps, as a real run does before its steady steps."""
+    from advisor.capture import session
+
+    clock = time.thread_time_ns
+
+    def timed() -> float:
+        for _ in range(session.DISCOVERY_STEPS + 2):  # both kinds of block: the same warm-up
+            train_step()
+        t = clock()
+        for _ in range(calls):
+            fn()
+        return (clock() - t) / calls
+
+    def hooked() -> float:
+        sess = _session()
+        sess.install()
+        session.activate(sess)
+        try:
+            return timed()
+        finally:
+            sess.uninstall()
+            session.activate(None)
+
+    plain, hook = [], []
+    timed()  # warm-up
+    for k in range(rounds):
+        if k % 2:
+            hook.append(hooked())
+            plain.append(timed())
+        else:
+            plain.append(timed())
+            hook.append(hooked())
+    return statistics.median(plain), statistics.median(hook)
+
+
+def tiny_gpt(torch, nn):
+    """A launch-bound step of many small operators: the shape of nanoGPT's character model
+    (pre-norm blocks, causal attention, GELU MLP, AdamW), scaled down so a CPU runs it in ms."""
+    d, heads, seq, layers, vocab = 32, 2, 16, 4, 65
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+            return x + self.out(nn.functional.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, d), nn.Embedding(seq, d)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+            for blk in self.blocks:
+                x = blk(x)
+            logits = self.head(self.ln(x))
+            return nn.functional.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+
+    model = GPT()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=False, fused=False)
+    idx = torch.randint(0, vocab, (2, seq))
+
+    def step() -> None:
+        loss = model(idx, idx)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def parts(a) -> int:
+    """The hooks' host cost per step, part by part (see the module docstring)."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # the loop thread's CPU time is the step's host time
+    model = nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-6, foreach=False)
+    x = torch.randn(1, 2)
+    model(x).sum().backward()
+    grad = torch.ones((), requires_grad=True)
+    loader = DataLoader(TensorDataset(torch.zeros(10**7, 1)), batch_size=1)
+    it = iter(loader)
+
+    def train_step() -> None:
+        next(it)
+        model(x).sum().backward()
+        opt.step()
+
+    rows = [("top-level module call (pre + post hook)", lambda: model(x)),
+            ("autograd.backward (wrapper)", lambda: torch.autograd.backward(grad)),
+            ("optimizer.step() (pre + post hook, step boundary)", opt.step),
+            ("DataLoader __next__ (wrapper)", lambda: next(it))]
+    print(f"torch {torch.__version__}, {a.rounds} rounds of {a.calls} calls, thread CPU time")
+    print("| part (once per step) | plain (us) | with hooks (us) | cost (us) |")
+    print("| --- | ---: | ---: | ---: |")
+    total = 0.0
+    for name, fn in rows:
+        p, h = _interleaved(fn, train_step, a.rounds, a.calls)
+        total += h - p
+        print(f"| {name} | {p / 1e3:.2f} | {h / 1e3:.2f} | {(h - p) / 1e3:+.2f} |")
+    print(f"| **sum per step** | | | **{total / 1e3:+.2f}** |")
+    step = tiny_gpt(torch, nn)
+    step()
+    p, h = _interleaved(step, step, max(5, a.rounds // 2), max(20, a.calls // 50))
+    print(f"tiny-gpt step: plain {p / 1e3:.1f} us, with hooks {h / 1e3:.1f} us, "
+          f"difference {(h - p) / 1e3:+.1f} us ({(h - p) / p:+.2%})")
     return 0
 
 

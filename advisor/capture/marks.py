@@ -69,22 +69,26 @@ class _NvtxPackage:
 
 
 class _TorchNvtx:
-    """``torch.cuda.nvtx``: the default domain, names only."""
+    """``torch.cuda.nvtx``: the default domain, names only.
+
+    Called through torch's C functions themselves (``torch._C._nvtx.rangeStartA``/``rangeEnd``,
+    what ``torch.cuda.nvtx.range_start``/``range_end`` wrap): `Marker` calls ``start_name`` and
+    ``end_token`` directly, one C call per mark and no Python frame of ours or torch's."""
 
     name = "torch.cuda.nvtx"
 
     def __init__(self) -> None:
-        import torch.cuda.nvtx as tnvtx
+        from torch._C import _nvtx
 
-        self._start = tnvtx.range_start
-        self._end = tnvtx.range_end
+        self.start_name = _nvtx.rangeStartA
+        self.end_token = _nvtx.rangeEnd
 
     def start(self, name: str, category: str) -> Any:
-        return self._start(name)
+        return self.start_name(name)
 
     def end(self, token: Any) -> None:
         if token is not None:
-            self._end(token)
+            self.end_token(token)
 
 
 def nvtx_backend(prefer: str = "auto") -> _NoNvtx | _NvtxPackage | _TorchNvtx:
@@ -108,25 +112,48 @@ def nvtx_backend(prefer: str = "auto") -> _NoNvtx | _NvtxPackage | _TorchNvtx:
 
 
 class Marker:
-    """Opens and closes one named range on NVTX and, when asked, on torch.profiler."""
+    """Opens and closes one named range on NVTX and, when asked, on torch.profiler.
+
+    Outside the recorded window this runs a few times per step on the loop thread of a job
+    whose host time may be its step time (issue 32), so the common cases are short: with no
+    NVTX emitter (a CPU build, or the ``nvtx`` package with no tool attached) and no profiler,
+    `open` makes nothing and returns None, which `close` and the session skip; with torch's
+    NVTX it is one C call each way (`_TorchNvtx`)."""
 
     def __init__(self, nvtx: _NoNvtx | _NvtxPackage | _TorchNvtx) -> None:
         import torch.autograd.profiler as autograd_profiler
 
         self.nvtx = nvtx
         self._record_function = autograd_profiler.record_function
+        # whether an NVTX range can be emitted at all (`_NvtxPackage` decides once, at start)
+        self.live = not isinstance(nvtx, _NoNvtx) and getattr(nvtx, "_enabled", True)
+        self._start_name = getattr(nvtx, "start_name", None)  # a C function of the name alone
+        self._end_token = getattr(nvtx, "end_token", None)
 
-    def open(self, name: str, category: str, profiler: bool) -> tuple[Any, Any]:
-        token = self.nvtx.start(name, category)
+    def open(self, name: str, category: str, profiler: bool) -> tuple[Any, Any] | None:
+        """The mark to pass to `close`; None when nothing was opened."""
+        if self.live:
+            start = self._start_name
+            token = start(name) if start is not None else self.nvtx.start(name, category)
+        elif not profiler:
+            return None
+        else:
+            token = None
         rf = None
         if profiler:
             rf = self._record_function(name)
             rf.__enter__()
         return token, rf
 
-    def close(self, mark: tuple[Any, Any], *, nvtx: bool = True) -> None:
+    def close(self, mark: tuple[Any, Any] | None, *, nvtx: bool = True) -> None:
+        if mark is None:
+            return
         token, rf = mark
         if rf is not None:
             rf.__exit__(None, None, None)
-        if nvtx:
-            self.nvtx.end(token)
+        if nvtx and token is not None:
+            end = self._end_token
+            if end is not None:
+                end(token)
+            else:
+                self.nvtx.end(token)

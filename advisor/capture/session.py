@@ -208,14 +208,16 @@ class Session:
         self.phase = name
         if name is not None:
             rf = self._profiling() if self.follow_profiler else self.recording
-            self._phase_mark = self.marker.open(name, "phase", rf)
+            if rf or self.marker.live:  # else nothing would be opened (`Marker.open`)
+                self._phase_mark = self.marker.open(name, "phase", rf)
 
     def _window_at(self, n: int) -> tuple[bool, bool]:
         """Whether step ``n`` is the one before the window (prepare) and the window's first."""
         plan, st = self.plan, self.state
         if plan.wait is not None:
-            st.window_pinned = True
-            st.window_reason = f"at step {plan.wait}, pinned by --wait/--window-at"
+            if not st.window_pinned:  # once: this runs at every boundary before the window
+                st.window_pinned = True
+                st.window_reason = f"at step {plan.wait}, pinned by --wait/--window-at"
             return n == plan.wait - 1, n == plan.wait
         if self._prepared_at is None:
             if plan.at_seconds is not None:  # --window-at TIME: the first boundary after it
@@ -263,7 +265,8 @@ class Session:
         self._act[name] = self._act.get(name, 0) + ns
 
     def _begin_step(self) -> None:
-        self._flush_activity(-1)  # host work between steps (before the first, explicit gaps)
+        if self._act:  # host work between steps (before the first, explicit gaps)
+            self._flush_activity(-1)
         n = self._next
         self._next += 1
         rec, st = self.recorder, self.state
@@ -278,17 +281,23 @@ class Session:
         self.index = n
         self._step_recorded = self.window_open
         # The shape probe (`CudaProfilerRecorder`) is named so that no reader counts it a step.
-        self._step_mark = (self.marker.open(SHAPE_PROBE_RANGE, "probe", False) if probe else
-                           self.marker.open(f"step {n}", "step", self._profiling()))
+        if probe:
+            self._step_mark = self.marker.open(SHAPE_PROBE_RANGE, "probe", False)
+        else:
+            prof = self._profiling()  # the step's name is made only when something shows it
+            self._step_mark = (self.marker.open(f"step {n}", "step", prof)
+                               if prof or self.marker.live else None)
         self._step_start = self._clock() - self._t0
 
     def _end_step(self, complete: bool) -> None:
         if self.index < 0:
             return
         end = self._clock() - self._t0
-        self.set_phase(None)
+        if self.phase is not None or self._phase_mark is not None:
+            self.set_phase(None)
         n = self.index
-        self._flush_activity(n)
+        if self._act:
+            self._flush_activity(n)
         if complete:
             self.marker.close(self._step_mark)
             self.state.complete.append(n)
@@ -371,7 +380,7 @@ class Session:
 
     def boundary(self) -> None:
         """The end of one step and the start of the next."""
-        if self._capturing():
+        if self._graph_captures > 0:  # `_capturing`, inlined: this runs at every boundary
             return  # a CUDA graph is being captured: its replays run no hooks anyway
         n = self.index
         self._end_step(complete=True)
@@ -512,26 +521,44 @@ class Session:
         orig_next = base_iter.__next__
         cpu_clock = time.thread_time_ns
         batches: dict[int, int] = {}  # id(loader) -> batches drawn by the loop thread
+        leading: list[Any] = [None]  # (dataset id, iterator id) whose settings state.loader holds
 
         def loader_seen(it):
-            # the settings of the loader the loop draws the most batches from
+            # the settings of the loader the loop draws the most batches from; read again only
+            # when another iterator takes the lead (each batch of the same one: a count)
             key = id(getattr(it, "_dataset", it))
             n = batches[key] = batches.get(key, 0) + 1
-            if s.state.loader is None or n > s.state.loader.get("_batches", 0):
-                s.state.loader = {**_loader_config(it), "_batches": n}
+            cur = s.state.loader
+            if cur is None or n > cur.get("_batches", 0):
+                if cur is not None and leading[0] == (key, id(it)):
+                    cur["_batches"] = n
+                else:
+                    leading[0] = (key, id(it))
+                    s.state.loader = {**_loader_config(it), "_batches": n}
+
+        def counted(t: int, c: int | None) -> None:
+            act = s._act  # `add_activity`, inlined: once per batch
+            act["data"] = act.get("data", 0) + clock() - t
+            act["data_batches"] = act.get("data_batches", 0) + 1
+            if c is not None:
+                act["data_cpu"] = act.get("data_cpu", 0) + cpu_clock() - c
+                act["data_cpu_batches"] = act.get("data_cpu_batches", 0) + 1
 
         def __next__(it):
             if s.in_data or get_ident() != s.tid:
                 return orig_next(it)
-            t, c = clock(), cpu_clock()
+            # The loop thread's CPU time: with num_workers=0, the batch's whole loading cost
+            # (`advisor.engine.host`). Read only there: the thread's CPU clock is a system call
+            # (2 us a read on the shared development machine, `benchmarks/hook_cost.py --parts`),
+            # and with workers the rules do not use it.
+            t = clock()
+            c = None if getattr(it, "_num_workers", 0) else cpu_clock()
             loader_seen(it)
             if s._explicit_phases:
                 try:
                     return orig_next(it)
                 finally:
-                    s.add_activity("data", clock() - t)
-                    s.add_activity("data_cpu", cpu_clock() - c)
-                    s.add_activity("data_batches", 1)
+                    counted(t, c)
             s.in_data = True
             s.set_phase("data")
             try:
@@ -540,10 +567,7 @@ class Session:
                 s.in_data = False
                 if s.phase == "data":
                     s.set_phase(None)
-                s.add_activity("data", clock() - t)
-                # the loop thread's CPU time: with num_workers=0, the batch's whole loading cost
-                s.add_activity("data_cpu", cpu_clock() - c)
-                s.add_activity("data_batches", 1)
+                counted(t, c)
 
         __next__.__wrapped__ = orig_next  # type: ignore[attr-defined]
         base_iter.__next__ = __next__

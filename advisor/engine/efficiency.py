@@ -9,7 +9,8 @@ divides them by the kernels' time and places them on the roofline of the trace's
   of the kernel (`advisor.graph.kernels.op_precision`: the kernel's name first): H100 SXM5
   989/495/67/1979 TFLOP/s BF16-FP16/TF32/FP32/FP8 and 3,350 GB/s (NVIDIA H100 Tensor Core GPU
   datasheet, the "with sparsity" figures halved); H100 PCIe 756/378/51/1513, 2,000 GB/s (same
-  datasheet); H200 the H100 SXM's compute with 4,800 GB/s (H200 datasheet); A100 SXM 80GB
+  datasheet); H200 the H100 SXM's compute with 4,800 GB/s (H200 datasheet); H20 (a cut-down
+  Hopper, not an H200) 148/74/44/296, 4,000 GB/s (HGX H20 datasheet); A100 SXM 80GB
   312/156/19.5, no FP8, 2,039 GB/s (A100 datasheet); B200 2,250/1,100/80/4,500, 8,000 GB/s
   (HGX B200 datasheet, per GPU, dense). The GPU comes from the trace (nsys TARGET_INFO_GPU,
   Kineto deviceProperties); an unknown one gets no peaks and no roofline, never a default.

@@ -74,11 +74,18 @@ _SPECS: list[tuple[re.Pattern[str], GpuSpec]] = [
         (r"L40S", GpuSpec("L40S", (8, 9), 91.6, 362, 362, 183, 733, 864)),
         (r"\bL4\b", GpuSpec("L4", (8, 9), 30.3, 121, 121, 60, 242, 300)),
         (r"RTX 40\d0", GpuSpec("RTX 40 series", (8, 9), 40.0, 165, 165, 82.6, 330, 500)),
-        (r"H100.*PCIe", GpuSpec("H100 PCIe", (9, 0), 51, 756, 756, 378, 1513, 2000)),
+        (r"H[18]00.*PCIe", GpuSpec("H100 PCIe", (9, 0), 51, 756, 756, 378, 1513, 2000)),
+        # H100 NVL datasheet: 60 TFLOP/s FP32, the tensor-core figures "with sparsity" halved
+        (r"H100.*NVL", GpuSpec("H100 NVL", (9, 0), 60, 835.5, 835.5, 417.5, 1670.5, 3900)),
         # measured: fp32-matmul scenario, 48.26 ms of FP32 GEMMs against 3.11 ms of BF16 (15.5x);
-        # the datasheet ratio 989/67 = 14.8 is kept as the conservative one
+        # the datasheet ratio 989/67 = 14.8 is kept as the conservative one. GH200 is matched
+        # here, before "H200" (which its name contains): its GPU is an H100's.
         (r"H100|H800|GH200", GpuSpec("H100 SXM", (9, 0), 67, 989, 989, 495, 1979, 3350, 14.8)),
-        (r"H200|H20\b", GpuSpec("H200", (9, 0), 67, 989, 989, 495, 1979, 4800, 14.8)),
+        (r"H200", GpuSpec("H200", (9, 0), 67, 989, 989, 495, 1979, 4800, 14.8)),
+        # the H20 is a cut-down Hopper, not an H200: 44/74/148/296 TFLOP/s FP32/TF32/16-bit/FP8,
+        # 4,000 GB/s (NVIDIA HGX H20 datasheet); "H20\b" does not match "H200" (no word break
+        # between the zeros), so this pattern cannot take an H200 either
+        (r"H20\b", GpuSpec("H20", (9, 0), 44, 148, 148, 74, 296, 4000)),
         (r"B200|GB200", GpuSpec("B200", (10, 0), 80, 2250, 2250, 1100, 4500, 8000)),
     ]
 ]

@@ -66,7 +66,7 @@ class HostFacts:
             cfg = LoaderConfig(int(loader.get("num_workers", 0)), bool(loader.get("pin_memory")),
                                bool(loader.get("persistent_workers")),
                                loader.get("prefetch_factor"), loader.get("batch_size"))
-        batches = 0
+        batches = cpu_batches = 0
         cpu = wall = 0
         # outside the recorded window: the profiler slows the loading thread it traces
         recorded = {int(i) for i in get("recorded", ()) or ()}
@@ -75,12 +75,14 @@ class HostFacts:
                 continue
             if act.get("data_batches"):
                 batches += act["data_batches"]
-                cpu += act.get("data_cpu", 0)
                 wall += act.get("data", 0)
+                if "data_cpu" in act:  # CPU-timed batches: those of loaders without workers
+                    cpu += act["data_cpu"]  # (every batch in captures made before that rule)
+                    cpu_batches += act.get("data_cpu_batches", act["data_batches"])
         return cls(
             cores=get("host_cores", None),
             loader=cfg,
-            loader_cpu_ns_per_batch=cpu / batches if batches else None,
+            loader_cpu_ns_per_batch=cpu / cpu_batches if cpu_batches else None,
             loader_wall_ns_per_batch=wall / batches if batches else None,
             modules=tuple(get("framework_modules", ()) or ()),
             loop_modules=tuple(get("loop_modules", ()) or ()),

@@ -5,10 +5,21 @@ kernel-variability views, on the analysed steps).
   kernel's start on the GPU. A short delay on most kernels means the GPU waits for the host
   (launch-bound); a long one means a queue of work ahead of it (the host runs ahead, as it
   should). Reported as a distribution (p10, p50, p90, max), not a mean: the two regimes mix.
+* **Launch call and shorter-than-launch kernels** (HTA's ``get_cuda_kernel_launch_stats``, its
+  "short GPU kernels"): the host call's own duration (p50, p90, max) and the share of kernels
+  whose GPU time is shorter than the call that launched them. One thread cannot keep the GPU
+  busy with such kernels: the GPU finishes each before the host has enqueued the next, so a
+  high share says launch-bound before any replay does. Under torch.profiler the calls carry the
+  profiler's own cost (`advisor.engine.profiler_cost`), so the share is an upper bound there.
 * **Variability**: a kernel (by name and grid) launched in every analysed step, its time per
   step across steps: the spread (max - min over the median) says whether a step-to-step
   difference comes from the GPU's work itself (clocks, contention, data-dependent kernels) or
-  from around it.
+  from around it. Per step, a kernel launched once per layer sums its launches, which hides how
+  its single launches vary; so each also carries its launches per step and the p50/p90/max of
+  one launch (nsys-ai's min/avg/max per kernel name, per name and grid here). Where the grid
+  does not follow the problem (Hopper's persistent cuBLAS GEMMs launch one block per SM pair
+  whatever the sizes), one name and grid covers several GEMMs, and the single launches' spread
+  is theirs, not the GPU's: the per-step spread stays the variability figure.
 """
 
 from __future__ import annotations
@@ -33,6 +44,8 @@ class KernelSpread:
     median_ns: float  # time per step
     min_ns: int
     max_ns: int
+    launches: int = 0  # single launches over the analysed steps
+    instance_ns: tuple[int, int, int] | None = None  # one launch: p50, p90, max
 
     @property
     def spread(self) -> float:
@@ -45,6 +58,8 @@ class LaunchStats:
     delays_ns: tuple[int, int, int, int] | None  # p10, p50, p90, max; None: no traced launches
     launched: int  # kernels whose launch call is in the trace
     variability: tuple[KernelSpread, ...]
+    call_ns: tuple[int, int, int] | None = None  # launch call duration: p50, p90, max
+    shorter_than_launch: float | None = None  # share of launched kernels shorter than the call
 
     def to_dict(self, top: int = 10) -> dict:
         d = self.delays_ns
@@ -53,10 +68,19 @@ class LaunchStats:
             "launch_to_start_us": None if d is None else
             {k: round(v / 1e3, 2) for k, v in zip(("p10", "p50", "p90", "max"), d, strict=True)},
             "launches_traced": self.launched,
+            "launch_call_us": None if self.call_ns is None else
+            {k: round(v / 1e3, 2) for k, v in zip(("p50", "p90", "max"), self.call_ns,
+                                                   strict=True)},
+            "shorter_than_launch": (None if self.shorter_than_launch is None
+                                    else round(self.shorter_than_launch, 4)),
             "variability": [
                 {"kernel": v.kernel, "grid": list(v.grid) if v.grid else None,
                  "median_ms": round(v.median_ns / 1e6, 4), "min_ms": round(v.min_ns / 1e6, 4),
-                 "max_ms": round(v.max_ns / 1e6, 4), "spread": round(v.spread, 3)}
+                 "max_ms": round(v.max_ns / 1e6, 4), "spread": round(v.spread, 3),
+                 "launches": v.launches,
+                 "launch_us": None if v.instance_ns is None else
+                 {k: round(x / 1e3, 2) for k, x in zip(("p50", "p90", "max"), v.instance_ns,
+                                                       strict=True)}}
                 for v in self.variability[:top]],
         }
 
@@ -66,7 +90,10 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
     if not steps:
         return None
     delays: list[int] = []
+    calls: list[int] = []
+    short = 0
     per_step: dict[tuple, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    single: dict[tuple, list[int]] = defaultdict(list)
     count = 0
     for i, s in enumerate(steps):
         for op in graph.step_ops(s):
@@ -76,18 +103,26 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
             call = graph.launcher(op)
             if call is not None:
                 delays.append(max(0, op.start_ns - call.start_ns))
+                calls.append(call.duration_ns)
+                short += op.duration_ns < call.duration_ns
             per_step[(op.name, op.grid)][i] += op.duration_ns
+            single[(op.name, op.grid)].append(op.duration_ns)
     delays.sort()
+    calls.sort()
     spreads = []
     for (name, grid), by_step in per_step.items():
         if len(by_step) < len(steps) or len(steps) < 2:
             continue  # not in every step: a spread would mix presence with duration
         times = list(by_step.values())
+        one = sorted(single[(name, grid)])
         spreads.append(KernelSpread(short_name(name), grid, statistics.median(times),
-                                    min(times), max(times)))
+                                    min(times), max(times), len(one),
+                                    (_quantile(one, 0.5), _quantile(one, 0.9), one[-1])))
     # the kernels whose spread costs the most time first
     spreads.sort(key=lambda v: -(v.max_ns - v.min_ns))
     return LaunchStats(
         count / len(steps),
         (*(_quantile(delays, q) for q in (0.1, 0.5, 0.9)), delays[-1]) if delays else None,
-        len(delays), tuple(spreads))
+        len(delays), tuple(spreads),
+        (*(_quantile(calls, q) for q in (0.5, 0.9)), calls[-1]) if calls else None,
+        short / len(calls) if calls else None)
