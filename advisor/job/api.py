@@ -13,7 +13,7 @@ from advisor.ingest.folder import skipped_note
 from advisor.job.cluster import JobCluster
 from advisor.job.inputs import assign_ranks, expand_inputs
 from advisor.job.model import Job, build_job, merge_rank_findings, rank_ranges
-from advisor.job.rule import run_job_rule_set, split_settings
+from advisor.job.rule import JobRuleChoice, run_job_rule_set, split_settings
 from advisor.job.summary import RankSummary
 
 RULE_SAMPLE = 8
@@ -109,7 +109,14 @@ def analyze_job(
     note = skipped_note(skipped)
     if note:
         job.notes.insert(0, note)
-    results = run_job_rule_set(job, job_rules)
+    return run_rules(job, job_rules)
+
+
+def run_rules(job: Job, choice: JobRuleChoice | None = None) -> Job:
+    """The job rules over ``job`` (all installed ones, or ``choice``): its findings (estimates
+    withheld where a rank's steps cannot carry one), the matches under the threshold and the
+    rules skipped for want of what they need."""
+    results = run_job_rule_set(job, choice)
     job.findings = withhold(list(results.findings), job)
     job.below_threshold = list(results.below_threshold)
     job.skipped = list(results.skipped)

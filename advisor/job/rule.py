@@ -295,5 +295,5 @@ def job_estimate(job: Job, saving: Saving, low: Saving, high: Saving, model: str
                     assumptions=tuple(assumptions), floor=held, floor_binds=binds)
 
 
-HOST_FLOOR = ("the slowest rank's host's own work (its step less the time its calls waited for "
-              "the GPU)")
+HOST_FLOOR = ("the host's own work of the rank slowest after the fix (its step less the time "
+              "its calls waited for the GPU)")
