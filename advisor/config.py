@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.engine.rule import Rule
+from advisor.engine.rule import Rule, RuleSpec
 from advisor.errors import AdvisorError
 
 if sys.version_info >= (3, 11):
@@ -126,7 +126,9 @@ def settings_from_flags(select: Sequence[str], ignore: Sequence[str],
     return base.override(split_names(select), split_names(ignore), options)
 
 
-def _coerce(rule: type[Rule], key: str, value: object, where: str) -> object:
+def coerce_option(rule: type[RuleSpec], key: str, value: object, where: str) -> object:
+    """One option's value as the rule declares it (numbers from the command line's text),
+    checked against its range; rank and job rules alike."""
     default = rule.options[key].default
     if isinstance(value, str) and not isinstance(default, str):  # from the command line
         text = value.lower()
@@ -166,5 +168,5 @@ def resolve(rules: list[type[Rule]], settings: RuleSettings
                 known = ", ".join(rule.options) or "none"
                 raise ConfigError(f"{where}: rule {rule.name} has no option {key!r} "
                                   f"(its options: {known})")
-            options.setdefault(rule.name, {})[key] = _coerce(rule, key, value, where)
+            options.setdefault(rule.name, {})[key] = coerce_option(rule, key, value, where)
     return [r for r in chosen if r.name not in ignored], options

@@ -95,6 +95,7 @@ class CompilerFusion(Rule):
     code = "KERN004"
     name = "compiler-fusion"
     category = Category.KERNELS
+    opportunity = True  # fast GEMMs leave eager elementwise chains worth compiling
     status = Status.PREVIEW
     GAIN_TOLERANCE: ClassVar[float] = 0.20
     """Relative error on the gain (share of the step saved) this rule is validated to, tighter

@@ -119,6 +119,7 @@ class Fp32Matmul(Rule):
     code = "PREC001"
     name = "fp32-matmul"
     category = Category.PRECISION
+    gate_signals = ("fp32-gemms",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     mechanisms: ClassVar[Mapping[str, str]] = {
         "fp32-gemms": "GEMMs and convolutions run in FP32 on CUDA cores on a GPU with BF16 and "

@@ -100,6 +100,7 @@ class Fp8Candidate(Rule):
     code = "PREC002"
     name = "fp8-candidate"
     category = Category.PRECISION
+    opportunity = True  # BF16 GEMMs are FP8 candidates: a change exposes it
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     mechanisms: ClassVar[Mapping[str, str]] = {
         "eager-model": "large 16-bit GEMMs in an eager model: FP8 pays only compiled, since "

@@ -71,6 +71,7 @@ class HostSync(Rule):
     code = "HOST001"
     name = "host-sync"
     category = Category.HOST
+    gate_signals = ("sync-calls",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
     mechanisms: ClassVar[Mapping[str, str]] = {

@@ -78,6 +78,7 @@ class PageableMemcpy(Rule):
     code = "INPT002"
     name = "pageable-memcpy"
     category = Category.INPUT
+    gate_signals = ("pageable-copies",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.COPIES)
     mechanisms: ClassVar[Mapping[str, str]] = {

@@ -145,6 +145,7 @@ class UncapturedCudaGraph(Rule):
     code = "HOST003"
     name = "uncaptured-cuda-graph"
     category = Category.HOST
+    gate_signals = ("graph-replays",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
     mechanisms: ClassVar[Mapping[str, str]] = {

@@ -191,6 +191,7 @@ class UnfusedAttention(Rule):
     code = "KERN002"
     name = "unfused-attention"
     category = Category.KERNELS
+    gate_signals = ("fused-attention",)
     mechanisms: ClassVar[Mapping[str, str]] = {
         "materialized-scores": "attention computed as matmul, mask/scale/softmax kernels and "
                                "matmul over the full S x S score matrix in memory",

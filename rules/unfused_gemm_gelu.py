@@ -63,6 +63,7 @@ class UnfusedGemmGelu(Rule):
     code = "KERN003"
     name = "unfused-gemm-gelu"
     category = Category.KERNELS
+    gate_signals = ("standalone-gelu",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     mechanisms: ClassVar[Mapping[str, str]] = {
         "separate-activation": "each GELU runs as its own kernel after the GEMM that produced its "

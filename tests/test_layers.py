@@ -31,11 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("advisor", "advisor.errors", "advisor.safe_text", "advisor.output_paths"),  # shared basics
 )
 
-ALLOWED = {
-    # `advisor profile` of a torchrun job hands the ranks' traces to the job report, as
-    # `advisor analyze DIR` does (the job command is the one place that renders a job).
-    ("advisor.capture.launch", "advisor.commands.analyze"),
-}
+ALLOWED: set[tuple[str, str]] = set()
 """(importer, imported) pairs that go up on purpose, each with its reason."""
 
 

@@ -74,10 +74,14 @@ def job_report(opts) -> None:
     traces = sorted(opts.out.glob("trace_rank*.json.gz")) or sorted(opts.out.glob("nsys_rank*.sqlite"))
     if len(traces) < 2:
         return
-    from advisor.commands.analyze import job_command
+    from advisor.ingest.base import LoadOptions
+    from advisor.job.api import analyze_job, rank_progress
+    from advisor.job.report import build_job_report
+    from advisor.report.emit import emit
 
     try:
-        job_command(tuple(str(t) for t in traces), opts.out / "job.json", opts.out / "job.html", (),
-                    30, opts.quiet, None, None)
+        job = analyze_job(traces, load_options=LoadOptions(max_steps=30),
+                          progress=rank_progress(opts.quiet))
+        emit(build_job_report(job), opts.out / "job.json", opts.out / "job.html", opts.quiet)
     except AdvisorError as e:  # the script's own exit code stands; say why there is no job report
         print(f"advisor: no job report: {e}", file=sys.stderr)

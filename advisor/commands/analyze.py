@@ -120,7 +120,7 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
 
         # a folder's or a glob's files are inputs too: a report must never be written over one
         check_outputs(expand(traces), {"--json": json_out, "--html": html_out})
-        return job_command(traces, json_out, html_out, (), options, quiet, scheduler, workers,
+        return job_command(traces, json_out, html_out, options, quiet, scheduler, workers,
                            rank_rules, settings=settings, show_fixes=show_fixes)
     trace = Path(traces[0])
     check_outputs([trace], {"--json": json_out, "--html": html_out})
@@ -153,37 +153,16 @@ def _names_ranks(arg: str) -> bool:
 
 
 def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
-                rules: tuple[str, ...], options: LoadOptions | int, quiet: bool,
-                scheduler: str | None, workers: int | None, rank_rules: str = "sample",
-                settings=None, show_fixes: bool = False) -> int:
-    """`advisor analyze` over several ranks: the job report. ``options`` read each rank's
-    trace as one trace is read (a number: ``--max-steps`` alone); ``settings`` configure the
-    per-rank rules (``rules``: the names they resolve to)."""
-    import sys
+                options: LoadOptions, quiet: bool, scheduler: str | None, workers: int | None,
+                rank_rules: str = "sample", settings=None, show_fixes: bool = False) -> int:
+    """`advisor analyze` over several ranks: the job's report, written as one trace's is.
+    ``options`` read each rank's trace as one trace is read; ``settings`` pick and configure
+    the rank and job rules."""
+    from advisor.job.api import analyze_job, rank_progress
+    from advisor.job.report import build_job_report
+    from advisor.report.emit import emit
 
-    from rich.console import Console
-
-    from advisor.job import report
-    from advisor.job.api import analyze_job
-    from advisor.report.progress import Progress
-    from advisor.safe_text import CommandFreeStream
-
-    shown = Progress.on_stderr(quiet)  # a terminal only, as for one trace: CI logs stay clean
-
-    def progress(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 10) == 0:
-            shown.note(f"ranks summarised: {done}/{total}")
-
-    if isinstance(options, int):
-        options = LoadOptions(max_steps=options)
-    job = analyze_job(traces, scheduler=scheduler, workers=workers, rule_names=rules,
-                      rank_rules=rank_rules, load_options=options, settings=settings,
-                      progress=progress)
-    if json_out:
-        report.write_json(job, json_out)
-    if html_out:
-        report.write_html(job, html_out)
-    if not quiet:  # with `--json -` or `--html -` the console goes to stderr, stdout stays parseable
-        out = CommandFreeStream(sys.stderr if STDOUT in (json_out, html_out) else sys.stdout)
-        report.render_console(job, Console(file=out, highlight=False), show_fixes=show_fixes)
+    job = analyze_job(traces, scheduler=scheduler, workers=workers, rank_rules=rank_rules,
+                      load_options=options, settings=settings, progress=rank_progress(quiet))
+    emit(build_job_report(job), json_out, html_out, quiet, show_fixes=show_fixes)
     return 0

@@ -55,6 +55,15 @@ class Category(str, Enum):
     INPUT = "input"  # data loading and host-device copies
     KERNELS = "kernels"  # the GPU work itself could be cheaper
     PRECISION = "precision"  # number formats that leave tensor cores idle
+    COMMUNICATION = "communication"  # collectives and the ranks' pace (job rules)
+
+
+class Scope(str, Enum):
+    """What a rule reads: one rank's op graph, or the whole job (all ranks' summaries aligned,
+    `advisor.job.model.Job`). Both declare the same metadata; only `check`'s input differs."""
+
+    RANK = "rank"
+    JOB = "job"
 
 
 class Status(str, Enum):
@@ -71,6 +80,27 @@ class Requirement(str, Enum):
     LAUNCHES = "launches"  # host API calls correlated with the GPU work
     PHASES = "phases"  # named phases (data/forward/loss/backward/optimizer)
     COPIES = "copies"  # memcpy activity records
+
+
+class JobRequirement(str, Enum):
+    """Facts about a job a job rule may need; unmet ones make it `Skipped`, as for a rank rule."""
+
+    STEPS = "aligned_steps"  # steps aligned across the ranks
+    COLLECTIVES = "collectives"  # communication kernels in the aligned steps
+    THREE_RANKS = "three_ranks"  # three or more ranks (with two, one of them is the straggler)
+
+
+GATE_SIGNALS = {
+    "sync-calls": "explicit synchronizations",
+    "pageable-copies": "copies from or to pageable host memory",
+    "graph-replays": "CUDA graph replays",
+    "standalone-gelu": "standalone GELU kernels",
+    "fp32-gemms": "FP32 GEMM kernels",
+    "fused-attention": "fused attention kernels",
+}
+"""Counts `advisor gate` reads off both runs, exact in any capture (`advisor.gate.signals`
+counts them): a rule that declares one in ``gate_signals`` is judged by it, whether its
+anti-pattern was introduced or was already there, instead of by timing-dependent estimates."""
 
 
 @dataclass(frozen=True)
@@ -236,6 +266,9 @@ class Finding:
     # part of this one's time; the estimate is then this fix's gain once that one is fixed.
     conditional_on: str | None = None
     explained: str | None = None  # what the primary explains, in words
+    # A job rule's finding (`Scope.JOB`): the ranks it concerns. () for a rank rule's finding,
+    # which is about the one trace it read.
+    ranks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -252,13 +285,27 @@ def skipped_by_reason(skipped: Iterable[Skipped]) -> list[tuple[str, list[str]]]
     return list(out.items())
 
 
-class Rule(ABC):
-    """Base class of every rule. Subclasses set the class attributes and implement `check`."""
+def is_base(cls: type) -> bool:
+    """A base class of rules (its `check` still abstract), not a rule: not validated. ABCMeta
+    sets ``__abstractmethods__`` only after ``__init_subclass__`` runs, so it cannot tell."""
+    return bool(getattr(getattr(cls, "check", None), "__isabstractmethod__", False))
+
+
+class RuleSpec(ABC):
+    """What every rule declares, whatever its scope: the class metadata, validated when the
+    class is defined, and the docstring that documents it. `Rule` (one rank's graph) and
+    `advisor.job.rule.JobRule` (the whole job) add only their `check`."""
 
     code: ClassVar[str]
     name: ClassVar[str]
     category: ClassVar[Category]
-    requires: ClassVar[tuple[Requirement, ...]] = (Requirement.STEPS, Requirement.GPU_WORK)
+    scope: ClassVar[Scope] = Scope.RANK
+    requires: ClassVar[tuple[Requirement | JobRequirement, ...]] = ()
+    # The gate's exact counts this rule's anti-pattern moves (`GATE_SIGNALS`), and whether the
+    # rule points at an upgrade, not a mistake (a change exposes it without introducing
+    # anything: BF16 GEMMs are FP8 candidates, FP32 ones are not): `advisor gate` reads both.
+    gate_signals: ClassVar[tuple[str, ...]] = ()
+    opportunity: ClassVar[bool] = False
     options: ClassVar[Mapping[str, Option]] = {}
     # Declared data, written once (the engine assembles findings and docs from it): the fixes
     # per mechanism and framework, what each mechanism means, and the estimate's model text,
@@ -282,7 +329,7 @@ class Rule(ABC):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
-        if getattr(cls, "__abstractmethods__", None):
+        if is_base(cls):
             return
         for attr in ("code", "name", "category"):
             if not hasattr(cls, attr):
@@ -293,6 +340,15 @@ class Rule(ABC):
             raise TypeError(f"rule {cls.__qualname__}: name {cls.name!r} is not kebab-case")
         if not cls.__doc__ or not cls.__doc__.strip():
             raise TypeError(f"rule {cls.__qualname__} has no docstring")
+        wanted = Requirement if cls.scope is Scope.RANK else JobRequirement
+        bad = [r for r in cls.requires if not isinstance(r, wanted)]
+        if bad:
+            raise TypeError(f"rule {cls.__qualname__}: requirements {bad} are not "
+                            f"{wanted.__name__} values (a {cls.scope.value} rule)")
+        unknown = [x for x in cls.gate_signals if x not in GATE_SIGNALS]
+        if unknown:
+            raise TypeError(f"rule {cls.__qualname__}: unknown gate signals {unknown} (one of "
+                            f"{', '.join(GATE_SIGNALS)})")
         for key, opt in cls.options.items():
             if not NAME_RE.match(key) or not isinstance(opt, Option):
                 raise TypeError(f"rule {cls.__qualname__}: option {key!r} must be a kebab-case "
@@ -347,6 +403,15 @@ class Rule(ABC):
                 out["Use instead"] = use_instead(cls)
         return out
 
+
+
+class Rule(RuleSpec):
+    """Base class of every rank rule: it reads one rank's op graph. Subclasses set the class
+    attributes and implement `check`."""
+
+    requires: ClassVar[tuple[Requirement | JobRequirement, ...]] = (Requirement.STEPS,
+                                                                    Requirement.GPU_WORK)
+
     def option(self, ctx: RuleContext, key: str) -> float | int | str | bool:
         return ctx.option(self.name, key, self.options[key].default)
 
@@ -355,7 +420,7 @@ class Rule(ABC):
         """Yield findings; never print, plot or read files."""
 
 
-def _check_fixes(cls: type[Rule]) -> None:
+def _check_fixes(cls: type[RuleSpec]) -> None:
     """Declared fixes are whole: known frameworks, described mechanisms, each with a
     plain-PyTorch variant, no two variants for the same (mechanism, framework)."""
     seen: set[tuple[str, str]] = set()

@@ -37,7 +37,7 @@ from advisor.gate.findings import (
 )
 from advisor.gate.inputs import GateInput
 from advisor.gate.noise import HostNoise, host_noise, profiler_host_only
-from advisor.gate.signals import Signal, anti_pattern_signals
+from advisor.gate.signals import Signal, anti_pattern_signals, rule_roles
 from advisor.gate.timing import ALPHA, MIN_STEPS, Timing, compare_timing
 from advisor.gate.workload import check_comparable
 from advisor.ingest.base import LoadOptions
@@ -243,10 +243,11 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
     timing = compare_timing(base.step_times_ms, cand.step_times_ms, policy.threshold, policy.alpha,
                             policy.min_steps)
     slower = timing.verdict in ("slower", "noisy")
-    signals = anti_pattern_signals(base, cand, set(codes))
+    roles = rule_roles()
+    signals = anti_pattern_signals(base, cand, roles)
     confirmed = [s for s in signals if s.confirmed]
     changes = mark_unmasked(compare_findings(base, cand), base, cand,
-                            {s.rule for s in confirmed}, slower)
+                            {s.rule for s in confirmed}, slower, roles)
     noise = host_noise(base, cand, timing.change, policy.threshold) if slower else None
     excused = noise if noise is not None and noise.is_noise and not confirmed else None
     if excused:

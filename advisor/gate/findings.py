@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from advisor.gate.inputs import FindingRow, GateInput
-from advisor.gate.signals import SIGNAL_RULES, counts_comparable
+from advisor.gate.signals import RuleRoles, counts_comparable
 
 MIN_DELTA_FRACTION = 0.01
 """A finding changes only if its saving moved by at least this share of the baseline step:
@@ -27,12 +27,6 @@ below it two captures of the same code disagree."""
 
 WORSE_RATIO = 1.25
 """A finding present in both runs is worse when its saving grew by at least this factor."""
-
-
-OPPORTUNITY_RULES = frozenset({"fp8-candidate", "compiler-fusion"})
-"""Rules that point at an upgrade, not a mistake: a change exposes them (BF16 GEMMs are FP8
-candidates, FP32 ones are not; once the GEMMs are fast, the eager elementwise chains around them
-become worth compiling) without introducing anything."""
 
 
 @dataclass(frozen=True)
@@ -120,23 +114,25 @@ def _order(f: FindingChange) -> tuple[int, float]:
 
 
 def introduced(f: FindingChange, base: GateInput, cand: GateInput, grown: set[str],
-               slower: bool) -> bool:
+               slower: bool, roles: RuleRoles) -> bool:
     """Whether a new or worse finding is the candidate's doing rather than unmasked.
 
     ``grown``: rules whose anti-pattern counts rose (confirmed signals); ``slower``: the step
-    time regressed (then nothing is excused here: the slowdown needs its explanation).
+    time regressed (then nothing is excused here: the slowdown needs its explanation);
+    ``roles``: what the rules declare (their signals; whether they point at an upgrade, which
+    a change exposes without introducing anything).
     """
     if slower:
         return True
-    if f.rule in SIGNAL_RULES and counts_comparable(base, cand, f.rule):
+    if counts_comparable(base, cand, f.rule, roles):
         return f.rule in grown
-    return f.rule not in OPPORTUNITY_RULES
+    return f.rule not in roles.opportunities
 
 
 def mark_unmasked(changes: list[FindingChange], base: GateInput, cand: GateInput,
-                  grown: set[str], slower: bool) -> list[FindingChange]:
+                  grown: set[str], slower: bool, roles: RuleRoles) -> list[FindingChange]:
     out = [replace(f, status="unmasked")
-           if f.regressed and not introduced(f, base, cand, grown, slower) else f
+           if f.regressed and not introduced(f, base, cand, grown, slower, roles) else f
            for f in changes]
     return sorted(out, key=_order)
 

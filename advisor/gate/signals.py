@@ -5,7 +5,8 @@ A rule reports a finding only when fixing it would save 2% of the step, so a new
 The gate also compares what the rules look at but that is exact in any capture: explicit
 synchronizations, pageable copies and CUDA graph replays per step, and standalone GELU, FP32 GEMM
 and fused attention kernels per step. Two captures of the same code give the same counts, so a
-change here is the code's doing, and it is named by the rule whose anti-pattern it is.
+change here is the code's doing, and it is named by the rule whose anti-pattern it is: the rule
+that declares the signal (`RuleSpec.gate_signals`), so a team's rule can claim one too.
 
 A count that rose is a regression only when the rule agrees it costs something: the rule matched
 the candidate (reported or under its threshold) with a larger saving than the baseline. An event
@@ -15,9 +16,11 @@ Kernel counts are not compared when a run's CUDA graph replays hide their kernel
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
 
+from advisor.engine.rule import GATE_SIGNALS
 from advisor.gate.inputs import GateInput, KernelRow
 from advisor.gate.workload import hides_kernels
 from advisor.graph.kernels import gemm_precision, is_gelu
@@ -32,17 +35,40 @@ below what two captures of the same code tell apart (an event sync guarding a re
 buffer costs the host microseconds)."""
 
 
-SIGNAL_RULES = frozenset({"host-sync", "pageable-memcpy", "uncaptured-cuda-graph",
-                          "unfused-gemm-gelu", "fp32-matmul", "unfused-attention"})
-"""Rules whose anti-pattern has a count here: for them, whether a pattern was introduced or was
-already there is read off the counts, not off timing-dependent estimates."""
+KERNEL_SIGNALS = frozenset({"standalone-gelu", "fp32-gemms", "fused-attention"})
+"""Signals counted off the kernels per step (the rest off the counts of calls and copies)."""
 
-KERNEL_SIGNAL_RULES = frozenset({"unfused-gemm-gelu", "fp32-matmul", "unfused-attention"})
+
+@dataclass(frozen=True)
+class RuleRoles:
+    """What the installed rules declare for the gate (`advisor.engine.rule.RuleSpec`): the
+    signals each rule's anti-pattern moves, and the rules that point at an upgrade."""
+
+    signals: Mapping[str, tuple[str, ...]]  # rule -> the `GATE_SIGNALS` it declares
+    opportunities: frozenset[str]
+
+    @cached_property
+    def rule_of(self) -> dict[str, str]:
+        """Signal -> the rule that declares it (the first by name, if two do)."""
+        out: dict[str, str] = {}
+        for rule in sorted(self.signals):
+            for sig in self.signals[rule]:
+                out.setdefault(sig, rule)
+        return out
+
+
+def rule_roles() -> RuleRoles:
+    """The installed rules' gate roles, read off their declarations."""
+    from advisor.engine.registry import load_rules
+
+    rules = load_rules()
+    return RuleRoles({r.name: r.gate_signals for r in rules if r.gate_signals},
+                     frozenset(r.name for r in rules if r.opportunity))
 
 
 @dataclass(frozen=True)
 class Signal:
-    rule: str  # the rule whose anti-pattern this is
+    rule: str  # the rule whose anti-pattern this is (it declares the signal)
     what: str  # what was counted, per step
     base: float
     cand: float
@@ -65,20 +91,23 @@ def _is_gemm(k: KernelRow) -> bool:
     return k.category in ("gemm", "convolution")
 
 
-def _count_signals(base: GateInput, cand: GateInput) -> list[Signal]:
-    out: list[Signal] = []
+Count = tuple[str, float, float]
+"""A signal that moved the bad way: its `GATE_SIGNALS` name, the baseline's and candidate's
+count per step."""
+
+
+def _count_signals(base: GateInput, cand: GateInput) -> list[Count]:
+    out: list[Count] = []
     b, c = base.counts, cand.counts
     if not (b and c):
         return out
     if c.get("sync_calls", 0) - b.get("sync_calls", 0) >= MIN_INCREASE:
-        out.append(Signal("host-sync", "explicit synchronizations", b["sync_calls"], c["sync_calls"]))
+        out.append(("sync-calls", b["sync_calls"], c["sync_calls"]))
     if c.get("pageable_copies", 0) - b.get("pageable_copies", 0) >= MIN_INCREASE:
-        out.append(Signal("pageable-memcpy", "copies from or to pageable host memory",
-                          b["pageable_copies"], c["pageable_copies"]))
+        out.append(("pageable-copies", b["pageable_copies"], c["pageable_copies"]))
     if b.get("graph_launches", 0) >= MIN_INCREASE and \
             b["graph_launches"] - c.get("graph_launches", 0) >= MIN_INCREASE:
-        out.append(Signal("uncaptured-cuda-graph", "CUDA graph replays", b["graph_launches"],
-                          c.get("graph_launches", 0)))
+        out.append(("graph-replays", b["graph_launches"], c.get("graph_launches", 0)))
     return out
 
 
@@ -87,15 +116,18 @@ def kernel_counts_comparable(base: GateInput, cand: GateInput) -> bool:
             and bool(cand.kernels) and not hides_kernels(base) and not hides_kernels(cand))
 
 
-def counts_comparable(base: GateInput, cand: GateInput, rule: str) -> bool:
-    """Whether the counts behind ``rule``'s signal can be compared between the two runs."""
-    if rule in KERNEL_SIGNAL_RULES:
+def counts_comparable(base: GateInput, cand: GateInput, rule: str, roles: RuleRoles) -> bool:
+    """Whether the counts behind ``rule``'s declared signals can be compared between the runs."""
+    declared = roles.signals.get(rule, ())
+    if not declared:
+        return False
+    if any(s in KERNEL_SIGNALS for s in declared):
         return kernel_counts_comparable(base, cand)
-    return rule in SIGNAL_RULES and bool(base.counts) and bool(cand.counts)
+    return bool(base.counts) and bool(cand.counts)
 
 
-def _kernel_signals(base: GateInput, cand: GateInput) -> list[Signal]:
-    out: list[Signal] = []
+def _kernel_signals(base: GateInput, cand: GateInput) -> list[Count]:
+    out: list[Count] = []
     if not kernel_counts_comparable(base, cand):
         return out
 
@@ -106,14 +138,14 @@ def _kernel_signals(base: GateInput, cand: GateInput) -> list[Signal]:
     gemm_growth = _kernel_count(cand, _is_gemm) - _kernel_count(base, _is_gemm)
     # More GEMMs and GELUs together is a bigger model; more GELUs alone is an unfused epilogue.
     if gelu_c - gelu_b >= MIN_INCREASE and gemm_growth < gelu_c - gelu_b:
-        out.append(Signal("unfused-gemm-gelu", "standalone GELU kernels", gelu_b, gelu_c))
+        out.append(("standalone-gelu", gelu_b, gelu_c))
 
     def fp32(k: KernelRow) -> bool:
         return _is_gemm(k) and gemm_precision(k.name) == "fp32"
 
     fp32_b, fp32_c = _kernel_count(base, fp32), _kernel_count(cand, fp32)
     if fp32_c - fp32_b >= MIN_INCREASE:
-        out.append(Signal("fp32-matmul", "FP32 GEMM kernels", fp32_b, fp32_c))
+        out.append(("fp32-gemms", fp32_b, fp32_c))
 
     def fused_attention(k: KernelRow) -> bool:
         return k.category == "attention"
@@ -124,7 +156,7 @@ def _kernel_signals(base: GateInput, cand: GateInput) -> list[Signal]:
     att_b, att_c = _kernel_count(base, fused_attention), _kernel_count(cand, fused_attention)
     soft_growth = _kernel_count(cand, softmax) - _kernel_count(base, softmax)
     if att_b - att_c >= MIN_INCREASE and soft_growth >= MIN_INCREASE:
-        out.append(Signal("unfused-attention", "fused attention kernels", att_b, att_c))
+        out.append(("fused-attention", att_b, att_c))
     return out
 
 
@@ -132,13 +164,14 @@ def _saving(x: GateInput, rule: str) -> float:
     return sum(f.saved_ms for f in x.findings if f.rule == rule)
 
 
-def anti_pattern_signals(base: GateInput, cand: GateInput, known_rules: set[str]) -> list[Signal]:
-    """Counts that rose the way an installed rule's anti-pattern does, each marked confirmed
-    when that rule saw a larger cost in the candidate."""
+def anti_pattern_signals(base: GateInput, cand: GateInput, roles: RuleRoles) -> list[Signal]:
+    """Counts that rose the way an installed rule's anti-pattern does (the rule declares the
+    signal), each marked confirmed when that rule saw a larger cost in the candidate."""
     out = []
-    for s in _count_signals(base, cand) + _kernel_signals(base, cand):
-        if s.rule in known_rules:
-            grown = _saving(cand, s.rule) - _saving(base, s.rule)
+    for name, b, c in _count_signals(base, cand) + _kernel_signals(base, cand):
+        rule = roles.rule_of.get(name)
+        if rule is not None:
+            grown = _saving(cand, rule) - _saving(base, rule)
             confirmed = grown > MIN_COST_SHARE * cand.median_ms
-            out.append(replace(s, confirmed=confirmed))
+            out.append(Signal(rule, GATE_SIGNALS[name], b, c, confirmed))
     return out

@@ -13,7 +13,7 @@ from advisor.ingest.folder import skipped_note
 from advisor.job.cluster import JobCluster
 from advisor.job.inputs import assign_ranks, expand_inputs
 from advisor.job.model import Job, build_job, merge_rank_findings, rank_ranges
-from advisor.job.rule import run_job_rules, split_settings
+from advisor.job.rule import JobRuleChoice, run_job_rule_set, split_settings
 from advisor.job.summary import RankSummary
 
 RULE_SAMPLE = 8
@@ -21,6 +21,19 @@ RULE_SAMPLE = 8
 straggler, the rank with the least own work, and ranks spread evenly over the rest. A rule's
 what-if replay costs several times a trace's parse, and on 1,000 data-parallel ranks it says the
 same thing a thousand times; ``rank_rules="all"`` runs them everywhere."""
+
+
+def rank_progress(quiet: bool) -> Callable[[int, int], None]:
+    """``analyze_job``'s progress on stderr, on a terminal only (as for one trace: CI logs stay
+    clean): the ranks summarised, every tenth of them."""
+    from advisor.report.progress import Progress
+
+    shown = Progress.on_stderr(quiet)
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % max(1, total // 10) == 0:
+            shown.note(f"ranks summarised: {done}/{total}")
+    return progress
 
 
 def pick_rule_ranks(job: Job, mode: str) -> list[RankSummary]:
@@ -96,7 +109,17 @@ def analyze_job(
     note = skipped_note(skipped)
     if note:
         job.notes.insert(0, note)
-    job.findings = withhold(run_job_rules(job, rules=job_rules), job)
+    return run_rules(job, job_rules)
+
+
+def run_rules(job: Job, choice: JobRuleChoice | None = None) -> Job:
+    """The job rules over ``job`` (all installed ones, or ``choice``): its findings (estimates
+    withheld where a rank's steps cannot carry one), the matches under the threshold and the
+    rules skipped for want of what they need."""
+    results = run_job_rule_set(job, choice)
+    job.findings = withhold(list(results.findings), job)
+    job.below_threshold = list(results.below_threshold)
+    job.skipped = list(results.skipped)
     return job
 
 

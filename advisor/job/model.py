@@ -80,7 +80,9 @@ class Job:
     notes: list[str] = field(default_factory=list)
     rank_steps: dict[int, dict[int, StepSummary]] = field(default_factory=dict)  # rank -> index -> step
     rank_findings: list[dict] = field(default_factory=list)
-    findings: list = field(default_factory=list)  # job rule findings (advisor.job.rules)
+    findings: list = field(default_factory=list)  # job rule findings (advisor.job.rule)
+    below_threshold: list = field(default_factory=list)  # matched, under the reporting threshold
+    skipped: list = field(default_factory=list)  # job rules whose requirements the job lacks
 
     def rank(self, rank: int) -> RankSummary:
         return next(r for r in self.ranks if r.rank == rank)

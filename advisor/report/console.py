@@ -25,6 +25,11 @@ from advisor.safe_text import markup, plain, visible
 
 def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:
     rep = as_report(source)
+    if rep.job is not None:  # a distributed job: its section, its findings
+        from advisor.report.job_view import render_job
+
+        render_job(rep, console, show_fixes)
+        return
     st = rep.steps
     info = rep.trace
     # Every name below comes from the trace: `markup`/`plain` keep it data (advisor.safe_text).
@@ -140,8 +145,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
                                       expand=False))
     elif st.analysed:
         console.print("[green]No findings: nothing in these steps is worth more than 2% of the step.[/]")
-    for reason, rules in rep.skipped_by_reason():
-        console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
+    skipped_lines(rep, console)
     if rep.tried is not None:  # `advisor profile --try`: measurements beside the estimates
         render_tried(rep.tried, console)
 
@@ -188,7 +192,19 @@ def efficiency_line(rep: Report) -> str:
     return markup("; ".join(parts), 10_000)
 
 
+def skipped_lines(rep: Report, console: Console) -> None:
+    """The rules that could not run, each reason once."""
+    for reason, rules in rep.skipped_by_reason():
+        console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
+
+
 def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
+    finding_block(console, number, f, show_fixes)
+
+
+def finding_block(console: Console, number: int, f, show_fixes: bool, where: str = "") -> None:
+    """One finding as a block (ruff's diagnostics): the rule and estimate, the message,
+    ``where`` (a job finding's ranks), the fix; its code with ``show_fixes``."""
     e = f.estimate
     per = " of the run" if e.relative_to == "run" else ""
     speed = (("no estimate", "yellow"), " ") if e.withheld else (
@@ -197,6 +213,8 @@ def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
                          (f.confidence.value, "dim"))
     console.print(head)
     console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
+    if where:
+        console.print(Padding(Text(plain(where, 10_000), style="dim"), (0, 0, 0, 3), expand=False))
     if e.floor is not None and e.floor_binds:
         console.print(Padding(Text(plain(f"held at the step's floor: {e.floor.what}, "
                                          f"{_ms(e.floor.ns)} per step", 10_000), style="yellow"),

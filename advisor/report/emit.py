@@ -22,17 +22,19 @@ from advisor.safe_text import CommandFreeStream
 STDOUT = Path("-")
 
 
-def emit(analysis: Analysis, json_out: Path | None, html_out: Path | None, quiet: bool,
+def emit(analysis: Analysis | Report, json_out: Path | None, html_out: Path | None, quiet: bool,
          show_fixes: bool = False, progress: Progress | None = None, stderr: bool = False,
          records: Sequence[Path] = ()) -> Report:
     """Write the reports asked for and show the console summary (on stderr when ``stderr`` or
     when JSON goes to stdout, so stdout stays parseable). ``records``: further copies of the
-    JSON result (`advisor profile` keeps one per rank in its output folder). Returns the report."""
+    JSON result (`advisor profile` keeps one per rank in its output folder). ``analysis`` may be
+    a report already built (a job's: `advisor.job.report.build_job_report`). Returns the report."""
     from advisor.report import console as console_report
     from advisor.report.json_report import to_json, write_json
 
     progress = progress or Progress(False)
-    report = build_report(analysis, timeline=html_out is not None)
+    report = (analysis if isinstance(analysis, Report)
+              else build_report(analysis, timeline=html_out is not None))
     if json_out == STDOUT:
         click.echo(to_json(report))
         stderr = True

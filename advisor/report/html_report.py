@@ -23,7 +23,7 @@ from advisor.analysis import Analysis
 from advisor.output_paths import write_atomic
 from advisor.report import html_view as view
 from advisor.report import palette, source_view
-from advisor.report.json_report import SCHEMA_VERSION, to_dict
+from advisor.report.json_report import SCHEMA_VERSION, advisor_version, to_dict
 from advisor.report.model import Report, as_report
 from advisor.report.roofline_view import roofline_svg
 from advisor.report.step_chart import step_chart
@@ -53,7 +53,8 @@ def _environment() -> jinja2.Environment:
     # Compact JSON: the timeline data is most of the file. tojson still escapes < > & ' for HTML.
     env.policies["json.dumps_kwargs"] = {"sort_keys": False, "separators": (",", ":")}
     env.filters.update(ms=view.fmt_ms, ns=view.fmt_ns, pct=view.fmt_pct, x=view.fmt_x,
-                       count=view.fmt_count, bytes=view.fmt_bytes)
+                       count=view.fmt_count, bytes=view.fmt_bytes,
+                       basename=lambda p: Path(str(p)).name)
     return env
 
 
@@ -113,10 +114,58 @@ def _context(rep: Report) -> dict[str, Any]:
     }
 
 
+def _heat(values: list[list[float | None]]) -> list[list[tuple[float | None, float]]]:
+    """Each cell with its intensity 0..1 against the whole grid's range."""
+    flat = [v for row in values for v in row if v is not None]
+    lo, hi = (min(flat), max(flat)) if flat else (0.0, 0.0)
+    span = (hi - lo) or 1.0
+    return [[(v, 0.0 if v is None else (v - lo) / span) for v in row] for row in values]
+
+
+def _job_context(rep: Report) -> dict[str, Any]:
+    """What the job page shows: the job's JSON result, its findings as the single-trace page
+    formats them, and the rank-by-step heatmaps."""
+    from advisor.report.job_view import job_dict, rank_ranges
+
+    d = job_dict(rep)
+    n = len(d["step_ranks"])
+
+    def grid(key: str) -> list[list[tuple[float | None, float]]]:
+        return _heat([[st[key][i] for st in d["steps"]] for i in range(n)])
+
+    job = rep.job
+    assert job is not None
+    return {
+        "d": d, "report": {"skipped": d["skipped"]}, "trace": {"path": rep.trace.path,
+                                                                "format": rep.trace.format},
+        "advisor_version": advisor_version(),
+        "findings": [{**view.finding_view(f, d["job"]["median_step_ms"], []),
+                      "ranks_text": rank_ranges(f["ranks"])} for f in d["findings"]],
+        "below_threshold": rep.below_threshold,
+        "steps": {"analysed": len(d["steps"])},
+        "source": {"findings": {}}, "timeline": None,
+        "baseline_ms": d["job"]["median_step_ms"],
+        "skipped": rep.skipped_by_reason(),
+        "exposed_ms": job.exposed_ns / 1e6,
+        "ranks": d["step_ranks"], "straggler": job.straggler_rank, "rank_ranges": rank_ranges,
+        "heatmaps": [("Step time per rank and step", grid("rank_step_ms"), "33, 102, 172"),
+                     ("Own work per rank and step (the step less the waiting for other ranks)",
+                      grid("rank_own_work_ms"), "23, 128, 61"),
+                     ("Exposed communication per rank and step", grid("rank_exposed_comm_ms"),
+                      "196, 90, 17"),
+                     ("Waiting for other ranks per rank and step", grid("rank_waiting_ms"),
+                      "176, 0, 32")],
+    }
+
+
 def render_html(source: Report | Analysis) -> str:
-    """The report as one HTML document (a report built with its timeline, or an analysis)."""
-    script = _asset("timeline.js")
+    """The report as one HTML document (a report built with its timeline, or an analysis; a
+    job's report as the job page)."""
     env = _environment()
+    if isinstance(source, Report) and source.job is not None:
+        return env.get_template("job.html.j2").render(
+            **_job_context(source), css=Markup(_asset("report.css") + "\n" + palette.css_rules()))
+    script = _asset("timeline.js")
     return env.get_template("report.html.j2").render(
         **_context(as_report(source, timeline=True)),
         css=Markup(_asset("report.css") + "\n" + palette.css_rules()),

@@ -41,7 +41,8 @@ def advisor_version() -> str:
         return "0+unknown"
 
 
-def _finding(rf: ReportFinding) -> dict[str, Any]:
+def finding_dict(rf: ReportFinding) -> dict[str, Any]:
+    """One finding's record (a job's findings add their ranks, `advisor.report.job_view`)."""
     f = rf.finding
     e = f.estimate
     return {
@@ -153,7 +154,7 @@ def _whole_trace(t: TraceSummary | None) -> dict[str, Any] | None:
     }
 
 
-def _below(f: Finding) -> dict[str, Any]:
+def below_dict(f: Finding) -> dict[str, Any]:
     return {"rule": f.rule, "code": f.code, "estimated_speedup": round(f.estimate.speedup, 4),
             "saved_ms_per_step": _ms(f.estimate.saved_ns_per_step)}
 
@@ -161,6 +162,10 @@ def _below(f: Finding) -> dict[str, Any]:
 def to_dict(source: Report | Analysis) -> dict[str, Any]:
     """The JSON result of a report (or of an analysis, built into its report first)."""
     rep = as_report(source)
+    if rep.job is not None:  # a distributed job: the ``advisor-job`` result
+        from advisor.report.job_view import job_dict
+
+        return job_dict(rep)
     info, st, replay = rep.trace, rep.steps, rep.replay
     combined = rep.combined
     gm = st.metrics
@@ -245,9 +250,9 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
         "efficiency": rep.efficiency.to_dict() if rep.efficiency is not None else None,
         # kernels per step, launch-to-start delays, kernel variability (graph/launch_stats.py)
         "launches": rep.launches.to_dict() if rep.launches is not None else None,
-        "findings": [_finding(f) for f in rep.findings],
+        "findings": [finding_dict(f) for f in rep.findings],
         "skipped": [{"rule": x.rule, "reason": x.reason} for x in rep.skipped],
-        "below_threshold": [_below(f) for f in rep.below_threshold],
+        "below_threshold": [below_dict(f) for f in rep.below_threshold],
         "baseline_step_ms": baseline_ms,
         "estimate_withheld": basis.withheld if basis is not None else None,
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,

@@ -32,6 +32,7 @@ from advisor.graph.model import StepSource, TraceInfo
 from advisor.graph.step_breakdown import KernelStat
 from advisor.graph.step_metrics import StepMetrics, step_metrics
 from advisor.graph.trace_summary import TraceSummary
+from advisor.report.job_section import JobSection
 from advisor.report.source_view import SourceSection
 from advisor.report.tried import Tried
 
@@ -146,6 +147,10 @@ class Report:
     # launch statistics (advisor.engine.efficiency, advisor.graph.launch_stats); None: no steps.
     efficiency: StepEfficiency | None = None
     launches: LaunchStats | None = None
+    # A distributed job's report (`advisor.job.report.build_job_report`): its findings above
+    # are the job rules', its step the job's, and this section holds the ranks, collectives,
+    # straggler and the rank rules' findings. None for one trace.
+    job: JobSection | None = None
 
     def skipped_by_reason(self) -> list[tuple[str, list[str]]]:
         return skipped_by_reason(self.skipped)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
-from advisor.engine.rule import Confidence, Evidence, Fix
+from advisor.engine.rule import Finding, FixVariant, JobRequirement
 from advisor.job.model import Job
-from advisor.job.rule import JobFinding, JobRule, job_estimate
+from advisor.job.rule import JobRule
 from advisor.job.summary import Collective, StepSummary
 
 _SHARDED = ("AllGather", "ReduceScatter")
+_BUCKETS = ("DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True, static_graph=True)\n"
+            "# and no host sync inside backward; the first bucket should be ready early")
 
 NCCL_LATENCY_NS = 25_000
 """NCCL's fixed cost per collective within a node, order of magnitude: nccl-tests' all-reduce of
@@ -126,11 +129,69 @@ class ExposedCommunication(JobRule):
 
     code = "DIST001"
     name = "exposed-communication"
+    requires = (JobRequirement.STEPS, JobRequirement.COLLECTIVES)
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "accumulation-without-no-sync": "gradient accumulation all-reduces every micro-batch's "
+                                        "gradients (no no_sync())",
+        "blocking-collective": "the host waits for a collective to finish (wait(), .item() or a "
+                               "synchronize right after it) and the GPU idles meanwhile",
+        "fsdp-without-prefetch": "FSDP gathers parameters only when the layer needs them",
+        "exposed-all-to-all": "all-to-all or send/recv runs with no compute beside it",
+        "latency-bound-all-reduce": "many small all-reduces, each paying NCCL's fixed latency",
+        "unoverlapped-all-reduce": "gradient all-reduces run after the backward, not beside it",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant("accumulation-without-no-sync",
+                   "Skip DDP's all-reduce on all but the last micro-batch with model.no_sync()",
+                   "ctx = model.no_sync() if (i + 1) % accum_steps else contextlib.nullcontext()\n"
+                   "with ctx:\n    loss.backward()"),
+        FixVariant("accumulation-without-no-sync",
+                   "Let accelerate skip the all-reduce on all but the last micro-batch",
+                   "with accelerator.accumulate(model):\n    accelerator.backward(loss)",
+                   framework="accelerate"),
+        FixVariant("accumulation-without-no-sync",
+                   "Let Lightning accumulate: it skips the all-reduce on all but the last "
+                   "micro-batch",
+                   "Trainer(accumulate_grad_batches=$micro_batches)", framework="lightning",
+                   kind="config"),
+        FixVariant("blocking-collective",
+                   "Let collectives run asynchronously: async_op=True and wait() only where the "
+                   "result is used; keep reduced metrics on the GPU",
+                   "work = dist.all_reduce(t, async_op=True)\n# ... queue more work ...\n"
+                   "work.wait()  # no .item()/synchronize right after"),
+        FixVariant("fsdp-without-prefetch", "Prefetch FSDP's all-gathers",
+                   "FSDP(model, forward_prefetch=True, "
+                   "backward_prefetch=BackwardPrefetch.BACKWARD_PRE)\n"
+                   "# FSDP2: layer.set_modules_to_forward_prefetch([next_layer]); "
+                   "layer.set_modules_to_backward_prefetch([prev_layer])", kind="config"),
+        FixVariant("exposed-all-to-all",
+                   "Overlap the all-to-all with compute: pipeline the next batch's exchange behind "
+                   "this batch's dense compute, or split it into chunks interleaved with compute",
+                   "# TorchRec: TrainPipelineSparseDist(model, optimizer, device)\n"
+                   "# MoE: overlap dispatch/combine all-to-all with expert compute (chunked)"),
+        FixVariant("latency-bound-all-reduce",
+                   "Fewer, larger DDP buckets: many small all-reduces each pay NCCL's fixed latency",
+                   _BUCKETS, kind="config"),
+        FixVariant("unoverlapped-all-reduce", "Overlap gradient all-reduces with the backward pass",
+                   _BUCKETS, kind="config"),
+    )
+    _HIDDEN = ("job replay: exposed collective transfer hidden behind compute, except the step's "
+               "last collective")
+    model: ClassVar[Mapping[str, str]] = {
+        "accumulation-without-no-sync": "job replay: the first k-1 all-reduce bursts per step "
+                                        "removed, with their host work (collective calls, DDP's "
+                                        "reducer)",
+        "blocking-collective": "job replay: the GPU idle time while the host waited on a "
+                               "collective removed",
+        "fsdp-without-prefetch": "job replay: exposed all-gather/reduce-scatter transfer hidden "
+                                 "behind the neighbouring layer's compute, except the step's last "
+                                 "collective",
+        "exposed-all-to-all": _HIDDEN,
+        "latency-bound-all-reduce": _HIDDEN,
+        "unoverlapped-all-reduce": _HIDDEN,
+    }
 
-    def check(self, job: Job) -> Iterable[JobFinding]:
-        if not job.steps or not any(job.rank_steps[r][s.index].collectives
-                                    for r in job.rank_ids for s in job.steps):
-            return
+    def check(self, job: Job) -> Iterable[Finding]:
         steps = [s.index for s in job.steps]
         per = job.rank_steps
         ranks = job.rank_ids
@@ -147,21 +208,15 @@ class ExposedCommunication(JobRule):
                 # the host's share of the removed bursts: their collectives and DDP's reducer work
                 return per[r][st.index].host_comm_ns * (k - 1) / k
 
-            est = job_estimate(job, removed, removed, lambda r, st: removed(r, st, True),
-                               "job replay: the first k-1 all-reduce bursts per step removed, "
-                               "with their host work (collective calls, DDP's reducer)",
-                               [f"{int(k)} micro-batches per step, each all-reducing its gradients",
-                                "the last micro-batch's all-reduce stays as it is"],
-                               floor=(host_removed, host_removed, host_removed))
-            yield self._finding(
-                job, est, f"all-reduce runs on every one of {int(k)} micro-batches per step: "
-                f"gradient accumulation without no_sync()",
-                Fix("Skip DDP's all-reduce on all but the last micro-batch with model.no_sync()",
-                    "ctx = model.no_sync() if (i + 1) % accum_steps else contextlib.nullcontext()\n"
-                    "with ctx:\n    loss.backward()\n"
-                    "# Lightning: Trainer(accumulate_grad_batches=k) does this; HF accelerate: "
-                    "with accelerator.accumulate(model):"),
-                {"micro_batches": k})
+            mech = "accumulation-without-no-sync"
+            est = self.estimate(job, mech, removed, removed, lambda r, st: removed(r, st, True),
+                                [f"{int(k)} micro-batches per step, each all-reducing its "
+                                 "gradients", "the last micro-batch's all-reduce stays as it is"],
+                                floor=(host_removed, host_removed, host_removed))
+            yield self.finding(
+                job, mech, f"all-reduce runs on every one of {int(k)} micro-batches per step: "
+                f"gradient accumulation without no_sync()", est, {"micro_batches": k},
+                params={"micro_batches": int(k)})
             return
 
         def hideable(r, st, kinds=None):
@@ -185,52 +240,38 @@ class ExposedCommunication(JobRule):
             def unblocked(r, st):
                 s = per[r][st.index]
                 return float(min(s.host_wait_on_comm_ns, s.idle_ns))
-            est = job_estimate(job, unblocked, lambda r, st: unblocked(r, st) / 2, unblocked,
-                               "job replay: the GPU idle time while the host waited on a collective removed",
-                               ["the host has other work to queue while the collective runs"])
-            yield self._finding(
-                job, est, "the host waits for collectives to finish (a blocking wait(), .item() or "
-                "a synchronize after an all-reduce), so the GPU idles until the host launches again",
-                Fix("Let collectives run asynchronously: async_op=True and wait() only where the "
-                    "result is used; keep reduced metrics on the GPU",
-                    "work = dist.all_reduce(t, async_op=True)\n# ... queue more work ...\nwork.wait()  "
-                    "# no .item()/synchronize right after"),
-                {"host_wait_on_comm_ns": host_wait})
+            mech = "blocking-collective"
+            est = self.estimate(job, mech, unblocked, lambda r, st: unblocked(r, st) / 2, unblocked,
+                                ["the host has other work to queue while the collective runs"])
+            yield self.finding(
+                job, mech, "the host waits for collectives to finish (a blocking wait(), .item() "
+                "or a synchronize after an all-reduce), so the GPU idles until the host launches "
+                "again", est, {"host_wait_on_comm_ns": host_wait})
 
         if sharded > exposed / 2 and sharded > 0:
-            est = job_estimate(job, lambda r, st: hideable(r, st, _SHARDED),
-                               lambda r, st: hideable(r, st, _SHARDED) / 2,
-                               lambda r, st: hideable(r, st, _SHARDED),
-                               "job replay: exposed all-gather/reduce-scatter transfer hidden behind "
-                               "the neighbouring layer's compute, except the step's last collective",
-                               ["enough compute per layer to cover its gather"])
-            yield self._finding(
-                job, est, "FSDP's all-gathers/reduce-scatters run exposed: parameters are "
-                "gathered only when the layer needs them",
-                Fix("Prefetch FSDP's all-gathers",
-                    "FSDP(model, forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE)\n"
-                    "# FSDP2: layer.set_modules_to_forward_prefetch([next_layer]); "
-                    "layer.set_modules_to_backward_prefetch([prev_layer])", kind="config"),
-                {"exposed_sharded_ns": sharded})
+            mech = "fsdp-without-prefetch"
+            est = self.estimate(job, mech, lambda r, st: hideable(r, st, _SHARDED),
+                                lambda r, st: hideable(r, st, _SHARDED) / 2,
+                                lambda r, st: hideable(r, st, _SHARDED),
+                                ["enough compute per layer to cover its gather"])
+            yield self.finding(
+                job, mech, "FSDP's all-gathers/reduce-scatters run exposed: parameters are "
+                "gathered only when the layer needs them", est, {"exposed_sharded_ns": sharded})
             return
         if exposed <= 0:
             return
         reduce = statistics.median(
             sum(_transfer(c) for c in per[r][i].collectives if c.kind == "AllReduce")
             for r in ranks for i in steps)
-        est = job_estimate(job, hideable, lambda r, st: hideable(r, st) / 2, hideable,
-                           "job replay: exposed collective transfer hidden behind compute, "
-                           "except the step's last collective",
-                           ["the step has compute left to overlap each collective with"])
+        assumed = ["the step has compute left to overlap each collective with"]
         if reduce <= exposed / 2:  # all-to-all / send-recv: embeddings, MoE, pipeline stages
-            yield self._finding(
-                job, est, f"{exposed / 1e6:.2f} ms of all-to-all/send-recv per step runs with no compute "
-                f"beside it ({job_share(job):.0%} of the GPU's kernel time is communication)",
-                Fix("Overlap the all-to-all with compute: pipeline the next batch's exchange behind "
-                    "this batch's dense compute, or split it into chunks interleaved with compute",
-                    "# TorchRec: TrainPipelineSparseDist(model, optimizer, device)\n"
-                    "# MoE: overlap dispatch/combine all-to-all with expert compute (chunked)"),
-                {"exposed_comm_ns": exposed})
+            mech = "exposed-all-to-all"
+            est = self.estimate(job, mech, hideable, lambda r, st: hideable(r, st) / 2, hideable,
+                                assumed)
+            yield self.finding(
+                job, mech, f"{exposed / 1e6:.2f} ms of all-to-all/send-recv per step runs with no "
+                f"compute beside it ({job_share(job):.0%} of the GPU's kernel time is "
+                "communication)", est, {"exposed_comm_ns": exposed})
             return
         ar = [c for r in ranks for i in steps for c in per[r][i].collectives if c.kind == "AllReduce"]
         per_step = len(ar) / max(1, len(ranks) * len(steps))
@@ -239,20 +280,12 @@ class ExposedCommunication(JobRule):
         # durations alone do not say so: DDP makes its buckets equal, 25 MB each by default, and
         # those are bandwidth-bound (0.14 ms each, median, on the H200 2-GPU run at batch 16).
         latency_bound = bool(ar) and per_step >= 8 and LATENCY_SHARE * own <= NCCL_LATENCY_NS
-        title = ("Fewer, larger DDP buckets: many small all-reduces each pay NCCL's fixed latency"
-                 if latency_bound else "Overlap gradient all-reduces with the backward pass")
+        mech = "latency-bound-all-reduce" if latency_bound else "unoverlapped-all-reduce"
+        est = self.estimate(job, mech, hideable, lambda r, st: hideable(r, st) / 2, hideable,
+                            assumed)
         many = (f" ({per_step:.0f} all-reduces per step of {own / 1e3:.0f} µs on average, a quarter "
                 f"or more of it NCCL's fixed cost)" if latency_bound else "")
-        yield self._finding(
-            job, est,
+        yield self.finding(
+            job, mech,
             f"{exposed / 1e6:.2f} ms of communication per step runs with no compute beside it{many}",
-            Fix(title,
-                "DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True, static_graph=True)\n"
-                "# and no host sync inside backward; the first bucket should be ready early",
-                kind="config"),
-            {"exposed_comm_ns": exposed, "allreduce_per_step": per_step})
-
-    def _finding(self, job: Job, est, message: str, fix: Fix, quantities: dict) -> JobFinding:
-        return JobFinding(self.name, self.code, message, tuple(job.rank_ids),
-                          Evidence(steps=tuple(s.index for s in job.steps), quantities=quantities),
-                          fix, est, Confidence.MODELED)
+            est, {"exposed_comm_ns": exposed, "allreduce_per_step": per_step})

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
-from advisor.engine.rule import Confidence, Evidence, Fix
+from advisor.engine.rule import Finding, FixVariant, JobRequirement, Option
 from advisor.job.model import Job
-from advisor.job.rule import JobFinding, JobRule, job_estimate
+from advisor.job.rule import JobRule
 
 
 class LoadImbalance(JobRule):
@@ -55,10 +56,29 @@ class LoadImbalance(JobRule):
 
     code = "DIST003"
     name = "load-imbalance"
+    requires = (JobRequirement.STEPS, JobRequirement.THREE_RANKS)
+    options: ClassVar[Mapping[str, Option]] = {
+        "max-pace-share": Option(0.5, "a rank setting this share of the critical path or more "
+                                      "is a straggler (straggler-rank), not an imbalance",
+                                 minimum=0.0, maximum=1.0),
+        "pacer-share": Option(0.1, "share of the critical path a rank sets to be named among "
+                                   "the ranks the pace passes between", minimum=0.0, maximum=1.0),
+    }
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "uneven-work": "the ranks get unequal work per step (lengths, data-dependent work, "
+                       "routing)",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant("uneven-work",
+                   "Balance the work per rank: pack or length-bucket samples, even shards",
+                   "# e.g. pack sequences to a fixed number of tokens per rank and step"),
+    )
+    model = "job replay: every rank's own work at the mean over ranks"
+    assumptions = ("work can be moved between ranks",)
 
-    def check(self, job: Job) -> Iterable[JobFinding]:
-        if len(job.rank_ids) < 3 or not job.pace or max(job.pace.values()) >= 0.5:
-            return  # two ranks or one dominant rank: that is `straggler-rank`
+    def check(self, job: Job) -> Iterable[Finding]:
+        if not job.pace or max(job.pace.values()) >= float(self.option("max-pace-share")):
+            return  # one dominant rank: that is `straggler-rank`
 
         def balanced(r, st, share=1.0, field="rank_busy_ns"):  # or the hosts' floors
             work = getattr(st, field)
@@ -69,19 +89,12 @@ class LoadImbalance(JobRule):
         def floor(r, st, share=1.0):
             return balanced(r, st, share, "rank_floor_ns")
 
-        est = job_estimate(job, balanced, lambda r, st: balanced(r, st, 0.5), balanced,
-                           "job replay: every rank's own work at the mean over ranks",
-                           ["work can be moved between ranks"],
-                           floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
+        est = self.estimate(job, "uneven-work", balanced, lambda r, st: balanced(r, st, 0.5),
+                            balanced, floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
         busy = job.median_by_rank("rank_busy_ns")
         spread = max(busy.values()) - min(busy.values())
-        pacers = [r for r, v in job.pace.items() if v >= 0.1]
-        yield JobFinding(
-            self.name, self.code,
+        pacers = [r for r, v in job.pace.items() if v >= float(self.option("pacer-share"))]
+        yield self.finding(
+            job, "uneven-work",
             f"ranks' own work per step spans {spread / 1e6:.2f} ms and the pace passes between ranks "
-            f"{', '.join(map(str, pacers[:8]))}",
-            tuple(pacers), Evidence(steps=tuple(s.index for s in job.steps),
-                                    quantities={"busy_spread_ns": spread}),
-            Fix("Balance the work per rank: pack or length-bucket samples, even shards",
-                "# e.g. pack sequences to a fixed number of tokens per rank and step"),
-            est, Confidence.MODELED)
+            f"{', '.join(map(str, pacers[:8]))}", est, {"busy_spread_ns": spread}, ranks=pacers)

@@ -3,32 +3,21 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
-from advisor.engine.rule import Confidence, Evidence, Fix
+from advisor.engine.rule import Finding, FixVariant, JobRequirement, Option
 from advisor.job.model import Job
-from advisor.job.rule import JobFinding, JobRule, job_estimate
+from advisor.job.rule import JobRule
 
-_FIXES = {
-    "input pipeline": Fix(
-        "Feed the slow rank faster: more DataLoader workers, pinned memory, prefetch; check its "
-        "storage and CPU affinity",
-        "DataLoader(ds, num_workers=8, pin_memory=True, persistent_workers=True, prefetch_factor=4)"),
-    "host work": Fix(
-        "Move per-rank host work (rank-0 logging, checkpointing, evaluation) out of the step or "
-        "off the critical path",
-        "if rank == 0 and step % log_every == 0:  # not every step; or hand it to a thread\n"
-        "    log(metrics)"),
-    "slower kernels (clocks or a slower GPU)": Fix(
-        "Check the slow rank's GPU: clocks, power or thermal throttling, a degraded part",
-        "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <gpu of that rank>", kind="config"),
-    "more work on this rank": Fix(
-        "Give every rank the same work: balance shards, sequence lengths, expert routing",
-        "DistributedSampler(ds, drop_last=True)  # and pack/bucket sequences by length"),
-    "slower communication links": Fix(
-        "Check the slow rank's interconnect (NVLink/IB link errors, topology, NCCL_ALGO)",
-        "nvidia-smi nvlink -s; NCCL_DEBUG=INFO", kind="config"),
+CAUSES = {
+    "input pipeline": "input-pipeline",
+    "host work": "host-work",
+    "slower kernels (clocks or a slower GPU)": "slower-kernels",
+    "more work on this rank": "more-work",
+    "slower communication links": "slower-links",
 }
+"""The straggler's cause (`advisor.job.model.Straggler.cause`) -> the mechanism it names."""
 
 
 class StragglerRank(JobRule):
@@ -83,10 +72,52 @@ class StragglerRank(JobRule):
 
     code = "DIST002"
     name = "straggler-rank"
+    requires = (JobRequirement.STEPS, JobRequirement.COLLECTIVES)
+    options: ClassVar[Mapping[str, Option]] = {
+        "min-pace-share": Option(0.5, "share of the job graph's critical path the slowest rank "
+                                      "must set to be the straggler (below it, see "
+                                      "load-imbalance)", minimum=0.0, maximum=1.0),
+    }
+    mechanisms: ClassVar[Mapping[str, str]] = {
+        "input-pipeline": "the straggler's GPU idles with a longer data phase",
+        "host-work": "the straggler's GPU idles while its host works outside the phases every "
+                     "rank runs alike",
+        "slower-kernels": "the same kernels run slower on the straggler",
+        "more-work": "the straggler runs more kernel time than the others",
+        "slower-links": "the straggler's transfers take longer",
+    }
+    fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant("input-pipeline",
+                   "Feed the slow rank faster: more DataLoader workers, pinned memory, prefetch; "
+                   "check its storage and CPU affinity",
+                   "DataLoader(ds, num_workers=8, pin_memory=True, persistent_workers=True, "
+                   "prefetch_factor=4)"),
+        FixVariant("host-work",
+                   "Move per-rank host work (rank-0 logging, checkpointing, evaluation) out of "
+                   "the step or off the critical path",
+                   "if rank == 0 and step % log_every == 0:  # not every step; or hand it to a "
+                   "thread\n    log(metrics)"),
+        FixVariant("slower-kernels",
+                   "Check the slow rank's GPU: clocks, power or thermal throttling, a degraded "
+                   "part",
+                   "nvidia-smi -q -d PERFORMANCE,CLOCK,POWER,TEMPERATURE -i <gpu of that rank>",
+                   kind="config"),
+        FixVariant("more-work",
+                   "Give every rank the same work: balance shards, sequence lengths, expert "
+                   "routing",
+                   "DistributedSampler(ds, drop_last=True)  # and pack/bucket sequences by length"),
+        FixVariant("slower-links",
+                   "Check the slow rank's interconnect (NVLink/IB link errors, topology, "
+                   "NCCL_ALGO)", "nvidia-smi nvlink -s; NCCL_DEBUG=INFO", kind="config"),
+    )
+    model = ("job replay: the straggler's own work per step (GPU and host) at the median other "
+             "rank's")
+    assumptions = ("the other ranks' work does not change",)
 
-    def check(self, job: Job) -> Iterable[JobFinding]:
+    def check(self, job: Job) -> Iterable[Finding]:
         s = job.straggler
-        if s is None or job.pace.get(s.rank, 0.0) < 0.5 or s.excess_ns <= 0:
+        if s is None or job.pace.get(s.rank, 0.0) < float(self.option("min-pace-share")) \
+                or s.excess_ns <= 0:
             return
         if s.cause.startswith("slower host"):
             # The same code ran slower on that rank's CPU. The trace shows that it did, not why
@@ -107,11 +138,9 @@ class StragglerRank(JobRule):
         def floor(r, st, share=1.0):
             return closed(r, st, share, "rank_floor_ns")
 
-        est = job_estimate(job, closed, lambda r, st: closed(r, st, 0.5), closed,
-                           "job replay: the straggler's own work per step (GPU and host) at the "
-                           "median other rank's",
-                           ["the other ranks' work does not change"],
-                           floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
+        mech = CAUSES[s.cause]
+        est = self.estimate(job, mech, closed, lambda r, st: closed(r, st, 0.5), closed,
+                            floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
         own = [f["rule"] for f in job.rank_findings if s.rank in f["ranks"] and not f["all_ranks"]]
         parts = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in s.spent_on.items())
         message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
@@ -120,6 +149,4 @@ class StragglerRank(JobRule):
                    + (f"; its own trace also shows {', '.join(own)}" if own else ""))
         q = {"straggler_rank": s.rank, "excess_ns": s.excess_ns, "others_waiting_ns": s.others_waiting_ns,
              **{f"spent_{k.split(' ')[0].lower()}_ns": v for k, v in s.spent_on.items()}, **s.evidence}
-        yield JobFinding(self.name, self.code, message, (s.rank,),
-                         Evidence(steps=tuple(st.index for st in job.steps), quantities=q),
-                         _FIXES[s.cause], est, Confidence.MODELED)
+        yield self.finding(job, mech, message, est, q, ranks=(s.rank,))

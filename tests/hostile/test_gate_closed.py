@@ -392,9 +392,10 @@ def test_no_gate_option_value_turns_a_regression_into_a_pass(saved, threshold, p
 def jobs() -> tuple:
     """The DDP baseline and its slow-rank job (+71% job step), analysed once."""
     from advisor.job.api import analyze_job
+    from advisor.job.workload import gate_input
 
-    return tuple(analyze_job([JOBS / name], rank_rules="none") for name in ("baseline",
-                                                                            "slow-rank"))
+    return tuple(gate_input(analyze_job([JOBS / name], rank_rules="none"))
+                 for name in ("baseline", "slow-rank"))
 
 
 @seed(3002)
@@ -406,7 +407,7 @@ def test_no_job_threshold_turns_a_regression_into_a_pass(jobs, threshold):
     """The library's job comparison, under any float: refused (`AdvisorError`), or a verdict
     that is a pass only under a finite threshold of at least the job's change."""
     from advisor.errors import AdvisorError
-    from advisor.job.gate import compare_jobs
+    from advisor.gate.job import compare_jobs
 
     try:
         result = compare_jobs(*jobs, threshold)

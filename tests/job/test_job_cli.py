@@ -8,10 +8,11 @@ from pathlib import Path
 import jsonschema
 
 from advisor.cli import main
-from advisor.job import report
 from advisor.job.rule import load_job_rules
 from tests.conftest import shared
 from tests.job.conftest import STRAGGLER, WORLD
+
+JOB_SCHEMA = Path(__file__).parents[2] / "advisor" / "report" / "job_schema.json"
 
 
 def test_folder_of_ranks_json_and_html(synth_ranks, tmp_path, capsys):
@@ -20,7 +21,7 @@ def test_folder_of_ranks_json_and_html(synth_ranks, tmp_path, capsys):
                "--html", str(html)])
     assert rc == 0
     d = json.loads(out.read_text())
-    schema = json.loads((Path(report.__file__).with_name("schema.json")).read_text())
+    schema = json.loads(JOB_SCHEMA.read_text())
     jsonschema.validate(d, schema)
     assert d["job"]["ranks"] == WORLD and d["straggler"]["rank"] == STRAGGLER
     assert "straggler-rank" in [f["rule"] for f in d["findings"]]
@@ -38,7 +39,7 @@ def test_one_nsys_file_with_two_ranks_as_a_job(tmp_path):
                "--rank-rules", "none", "--json", str(out), "-q"])
     assert rc == 0
     d = json.loads(out.read_text())
-    jsonschema.validate(d, json.loads((Path(report.__file__).with_name("schema.json")).read_text()))
+    jsonschema.validate(d, json.loads(JOB_SCHEMA.read_text()))
     assert [r["rank_source"] for r in d["ranks"]] == ["GPU order in the file"] * 2
     assert d["collectives"][0]["kind"] == "SendRecv" and d["collectives"][0]["waiting_ms"] > 0
 

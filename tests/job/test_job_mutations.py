@@ -32,22 +32,26 @@ def _delete_load_imbalance(mp: pytest.MonkeyPatch) -> None:
 
 
 def _halve_saving(module: str, which: str) -> Callable[[pytest.MonkeyPatch], None]:
-    """Halve the mid estimate's saving passed to ``job_estimate``: ``gpu`` the ranks' own GPU-side
-    work, ``host`` their host floors, ``both``."""
+    """Halve the mid estimate's saving the module's rule passes to `JobRule.estimate`: ``gpu``
+    the ranks' own GPU-side work, ``host`` their host floors, ``both``."""
     def apply(mp: pytest.MonkeyPatch) -> None:
         import importlib
 
-        mod = importlib.import_module(module)
-        orig = mod.job_estimate
+        from advisor.job.rule import JobRule
 
-        def halved(job, saving, low, high, *args, floor=None, **kw):
+        mod = importlib.import_module(module)
+        cls = next(v for v in vars(mod).values() if isinstance(v, type)
+                   and issubclass(v, JobRule) and v is not JobRule)
+        orig = cls.estimate
+
+        def halved(self, job, mechanism, saving, low, high, *args, floor=None, **kw):
             if which in ("gpu", "both"):
                 saving = (lambda s: lambda r, st: 0.5 * s(r, st))(saving)
             if which in ("host", "both") and floor is not None:
                 floor = ((lambda s: lambda r, st: 0.5 * s(r, st))(floor[0]), *floor[1:])
-            return orig(job, saving, low, high, *args, floor=floor, **kw)
+            return orig(self, job, mechanism, saving, low, high, *args, floor=floor, **kw)
 
-        mp.setattr(mod, "job_estimate", halved)
+        mp.setattr(cls, "estimate", halved)
     return apply
 
 

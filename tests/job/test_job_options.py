@@ -78,7 +78,19 @@ def test_rule_option_reaches_the_per_rank_rules(jitter_job, capsys):
     rc, _, _, err = _job([str(jitter_job), "--rule-option", "loader-jitter.nope=1"], capsys)
     assert _one_line_error(rc, err) and "nope" in err
     rc, _, _, err = _job([str(jitter_job), "--rule-option", "straggler-rank.x=1"], capsys)
-    assert _one_line_error(rc, err) and "no options" in err
+    assert _one_line_error(rc, err) and "min-pace-share" in err  # its options named
+
+
+def test_rule_option_reaches_the_job_rules(imbalanced_ranks, capsys):
+    """A job rule's declared option is set like a rank rule's, range-checked the same way:
+    load-imbalance reports the pace passing between ranks until no rank may set any of it."""
+    args = [str(imbalanced_ranks[0].parent), "--select", "load-imbalance", "-q"]
+    _, found, _, _ = _job(args, capsys)
+    assert [f["rule"] for f in found["findings"]] == ["load-imbalance"]
+    _, strict, _, _ = _job([*args, "--rule-option", "load-imbalance.max-pace-share=0"], capsys)
+    assert strict["findings"] == []
+    rc, _, _, err = _job([*args, "--rule-option", "load-imbalance.max-pace-share=2"], capsys)
+    assert _one_line_error(rc, err) and "max-pace-share" in err
 
 
 def test_show_fixes_prints_the_fix_code(jitter_job, capsys):

@@ -11,6 +11,9 @@ both jobs need steps, none of them 0 ms long (a zero baseline made every change 
 same ranks, each on the same GPU model, captured by the same profiler and running the same
 workload by the single gate's evidence (`advisor.gate.workload`, on each rank's
 `advisor.job.workload.RankWorkload`). Anything it cannot establish is "inconclusive" (exit 2).
+
+Like the single gate, which reads `GateInput`s and never a graph, it reads `JobGateInput`s: what
+it compares of each job, built from the cross-rank model by `advisor.job.workload.gate_input`.
 """
 
 from __future__ import annotations
@@ -20,13 +23,11 @@ from dataclasses import dataclass, field
 
 from advisor.errors import AnalysisError
 from advisor.gate.compare import MAX_THRESHOLD, check_fraction
-from advisor.gate.inputs import GateInput, KernelRow
+from advisor.gate.inputs import GateInput
 from advisor.gate.render.github import command
 from advisor.gate.render.text import wrap
 from advisor.gate.stats import hodges_lehmann, mann_whitney
 from advisor.gate.workload import check_same_workload
-from advisor.job.model import Job
-from advisor.job.summary import RankSummary
 from advisor.safe_text import no_ci_commands, plain
 
 ALPHA = 0.05
@@ -53,38 +54,38 @@ class JobGateResult:
         return {"pass": 0, "fail": 1}.get(self.status, 2)
 
 
-def _collective_cost(job: Job) -> dict[str, float]:
-    return {c.kind: c.exposed_ns + c.waiting_ns for c in job.collectives}
+@dataclass(frozen=True)
+class JobGateInput:
+    """What the job gate compares of one job."""
+
+    steps_ns: tuple[int, ...]  # the job's step (the slowest rank's), per aligned step
+    ranks: tuple[int, ...]
+    rank_busy_ns: dict[int, float]  # each rank's own work per step, median
+    collective_cost_ns: dict[str, float]  # per kind: exposed + waiting time per step
+    rank_inputs: dict[int, GateInput]  # each rank as the single gate's input
+
+    @property
+    def step_ns(self) -> float:
+        return statistics.median(self.steps_ns) if self.steps_ns else 0.0
 
 
-def _gate_input(r: RankSummary) -> GateInput:
-    """One rank as the single gate's input: its workload evidence, GPU, profiler and steps."""
-    w = r.workload
-    return GateInput(
-        path=f"{r.path} (rank {r.rank})", kind="trace", trace_format=r.trace_format,
-        gpus=(r.gpu,) if r.gpu else (), steps_source=r.step_source,
-        step_times_ms=tuple(s.time_ns / 1e6 for s in r.steps),
-        kernels=tuple(KernelRow(name, category, count, 0.0, dict(shapes))
-                      for name, category, count, shapes in w.kernels))
-
-
-def _not_comparable(base: Job, cand: Job) -> tuple[str, list[str]]:
+def _not_comparable(base: JobGateInput, cand: JobGateInput) -> tuple[str, list[str]]:
     """Why the two jobs cannot be compared ("" when they can), and what was checked."""
     for job, role in ((base, "baseline"), (cand, "candidate")):
-        if not job.steps:
+        if not job.steps_ns:
             return f"the {role} job has no steps aligned across its ranks", []
-        zero = sum(1 for s in job.steps if s.time_ns <= 0)
+        zero = sum(1 for t in job.steps_ns if t <= 0)
         if zero:
-            return (f"{zero} of the {role} job's {len(job.steps)} steps last 0 ms: a step time "
-                    "of nothing cannot be compared (check the step ranges of its traces)"), []
+            return (f"{zero} of the {role} job's {len(job.steps_ns)} steps last 0 ms: a step "
+                    "time of nothing cannot be compared (check the step ranges of its traces)"), []
     if len(base.ranks) != len(cand.ranks):
         return (f"the runs have {len(base.ranks)} and {len(cand.ranks)} ranks: not the same "
                 "job shape"), []
-    if sorted(base.rank_ids) != sorted(cand.rank_ids):
+    if sorted(base.ranks) != sorted(cand.ranks):
         return "the runs have different ranks: not the same job shape", []
     notes: list[str] = []
-    for rank in sorted(base.rank_ids):
-        b, c = _gate_input(base.rank(rank)), _gate_input(cand.rank(rank))
+    for rank in sorted(base.ranks):
+        b, c = base.rank_inputs[rank], cand.rank_inputs[rank]
         if b.trace_format and c.trace_format and b.trace_format != c.trace_format:
             return (f"rank {rank}: captures of different profilers ({b.trace_format} and "
                     f"{c.trace_format}); capture both jobs the same way"), []
@@ -98,7 +99,7 @@ def _not_comparable(base: Job, cand: Job) -> tuple[str, list[str]]:
     return "", notes
 
 
-def compare_jobs(base: Job, cand: Job, threshold: float) -> JobGateResult:
+def compare_jobs(base: JobGateInput, cand: JobGateInput, threshold: float) -> JobGateResult:
     """The verdict on two jobs; ``threshold`` a fraction (0.05 is 5%)."""
     check_fraction("threshold", threshold, upper=MAX_THRESHOLD)
     why, notes = _not_comparable(base, cand)
@@ -107,16 +108,16 @@ def compare_jobs(base: Job, cand: Job, threshold: float) -> JobGateResult:
             status="inconclusive", base_step_ns=base.step_ns, cand_step_ns=cand.step_ns,
             change=0.0, p_value=1.0, rank=None, rank_change_ns=0.0, collective=None,
             collective_change_ns=0.0, reason=why, compared=False)
-    b = [float(s.time_ns) for s in base.steps]
-    c = [float(s.time_ns) for s in cand.steps]
+    b = [float(t) for t in base.steps_ns]
+    c = [float(t) for t in cand.steps_ns]
     mw = mann_whitney(b, c)
     shift = hodges_lehmann(b, c)
     base_med = statistics.median(b)
     change = shift / base_med
-    bb, cb = base.median_by_rank("rank_busy_ns"), cand.median_by_rank("rank_busy_ns")
+    bb, cb = base.rank_busy_ns, cand.rank_busy_ns
     common = sorted(set(bb) & set(cb))
     rank = max(common, key=lambda r: cb[r] - bb[r]) if common else None
-    bc, cc = _collective_cost(base), _collective_cost(cand)
+    bc, cc = base.collective_cost_ns, cand.collective_cost_ns
     kinds = set(bc) | set(cc)
     coll = max(kinds, key=lambda k: cc.get(k, 0.0) - bc.get(k, 0.0)) if kinds else None
     result = JobGateResult(
