@@ -9,6 +9,7 @@ import contextlib
 import gzip
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -144,18 +145,35 @@ class CudaProfilerRecorder:
     on autograd's threads included) leaves an NVTX range with its input sizes, and the session
     names the step `SHAPE_PROBE_RANGE` instead of ``step N``. An nsys trace has no operator
     shapes otherwise, and rules need GEMM sizes (`advisor.graph.gemm_shapes`). Operator ranges
-    cost host time per operator, which is why only that unmeasured step carries them."""
+    cost host time per operator, which is why only that unmeasured step carries them.
+
+    The probe does not end in `start`: the session starts the window at a step boundary, which
+    is usually inside torch's ``Optimizer.step#...`` record_function (the optimizer's post
+    hook). Turning the operator ranges off there left that record_function's end without its
+    profiler state, and torch printed ``state_ptr INTERNAL ASSERT FAILED ... nvtx_observer.cpp``
+    into the user's output on every run. So `start` only marks the probe to end, and the session
+    ends it at the next phase mark (`end_probe`: the first batch or forward of the window's first
+    step), outside the optimizer's range; it ends without the synchronization ``emit_nvtx``'s
+    exit makes, so the first recorded step keeps its overlap with the probe's GPU work.
+
+    While the window records, `advisor.capture.pystacks` samples the training thread's Python
+    stack (``stacks``): nsys's own Python backtraces are not usable (see that module); the
+    samples are written beside the export (``stacks_path``) when the window ends.
+    """
 
     kind = "nsys"
     marks_profiler = False
 
-    def __init__(self) -> None:
+    def __init__(self, stacks_path: Path | None = None) -> None:
         self.probing = False  # the step now running is the shape probe
+        self.probe_ending = False  # the window has started: end the probe at the next mark
         self._probe = None  # the emit_nvtx context while it is open
         self._started = False
         self._window = False
         self.written = False
         self.error: str | None = None
+        self.stacks_path = stacks_path
+        self._sampler = None
 
     @staticmethod
     def busy() -> bool:
@@ -163,14 +181,29 @@ class CudaProfilerRecorder:
 
     def prepare(self) -> None:
         self._capture()
-        import torch.autograd.profiler as autograd_profiler
-
         try:
-            probe = autograd_profiler.emit_nvtx(record_shapes=True)
-            probe.__enter__()
+            probe = self._open_probe()
         except Exception:  # no operator ranges on this build: the window records without them
             return
         self._probe, self.probing = probe, True
+
+    def _open_probe(self):
+        import torch.autograd.profiler as autograd_profiler
+
+        probe = autograd_profiler.emit_nvtx(record_shapes=True)
+        probe.__enter__()
+        return probe
+
+    def _close_probe(self, probe) -> None:
+        """Operator ranges off, without ``emit_nvtx.__exit__``'s device synchronization: the
+        probe's GPU work may overlap the next step, as any step's does."""
+        import torch.autograd.profiler as autograd_profiler
+
+        autograd_profiler._disable_profiler()
+        after = getattr(autograd_profiler, "_run_on_profiler_stop", None)  # torch >= 2.1
+        if after is not None:
+            after()
+        probe.entered = False
 
     def _capture(self) -> None:
         if self._started:
@@ -181,26 +214,45 @@ class CudaProfilerRecorder:
         torch.cuda.cudart().cudaProfilerStart()
         self._started = True
 
-    def _end_probe(self) -> None:
-        probe, self._probe, self.probing = self._probe, None, False
-        if probe is not None:
-            probe.__exit__(None, None, None)  # synchronizes: the probe's GPU work ends first
-
-    def start(self) -> None:
-        self._end_probe()
-        self._capture()
-        self._window = True
-
-    def stop(self, incomplete: list[str]) -> None:
-        self._end_probe()
-        if not self._started:
-            return
+    def _release(self) -> None:
         import torch
 
         torch.cuda.synchronize()  # the last step's GPU work lands inside the capture
         torch.cuda.cudart().cudaProfilerStop()
+
+    def end_probe(self) -> None:
+        """End the shape probe (the session calls it at a phase mark once the window started)."""
+        probe, self._probe, self.probing, self.probe_ending = self._probe, None, False, False
+        if probe is not None:
+            self._close_probe(probe)
+
+    def start(self) -> None:
+        if self._probe is not None:
+            self.probing, self.probe_ending = False, True
+        self._capture()
+        self._window = True
+        if self.stacks_path is not None:
+            from advisor.capture.pystacks import StackSampler
+
+            self._sampler = StackSampler()
+            self._sampler.start()  # the session calls start on the training thread
+
+    def stop(self, incomplete: list[str]) -> None:
+        self.end_probe()
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
+        if not self._started:
+            return
+        self._release()
         self._started = False
         self.written = self._window  # a capture of the probe alone holds no window
+        if sampler is not None and self.written:
+            try:
+                sampler.write(self.stacks_path)
+            except OSError as e:  # the capture stands; only its source lines are lost
+                print(f"advisor: could not write {self.stacks_path} ({e.strerror or e}): no "
+                      "source lines for this capture", file=sys.stderr)
 
 
 def rank_suffixed(path: Path, rank: int, world: int) -> Path:
