@@ -43,6 +43,14 @@ INTERVAL_S = 0.001
 """1 kHz: a launch-bound step (10-50 ms on an H100) gets tens of samples, enough to name the
 lines that hold the host, while each sample costs the training thread only the moment the
 sampler holds the GIL (measured in docs/profile.md)."""
+SWITCH_INTERVAL_S = 0.001
+"""The interpreter's switch interval while sampling (default 5 ms, ``sys.setswitchinterval``).
+The sampler needs the GIL to read a stack; a training thread that holds it (Python code, and
+torch's small CPU-side calls, which hand the GIL back before a waiting thread wakes) lets it go
+only when asked and a switch interval has passed. With 5 ms the sampler saw only where the thread
+blocked (sleeps, waits) and missed a 0.4 ms forward+backward entirely in every one of 8 steps
+(tests/ingest/test_pystacks_nsys.py); with 1 ms it samples Python code at about its rate. Set
+only while the window records, and put back at its end."""
 MAX_SAMPLES = 600_000
 """Ten minutes at 1 kHz, 7 MB in two arrays: past it the sampler stops (``truncated``)."""
 MAX_STACKS = 100_000
@@ -54,8 +62,11 @@ MAX_DEPTH = 256
 class StackSampler:
     """Samples one thread's Python stack at `interval_s` from a daemon thread."""
 
-    def __init__(self, interval_s: float = INTERVAL_S, max_samples: int = MAX_SAMPLES) -> None:
+    def __init__(self, interval_s: float = INTERVAL_S, max_samples: int = MAX_SAMPLES,
+                 switch_interval_s: float | None = SWITCH_INTERVAL_S) -> None:
         self.interval_s = interval_s
+        self.switch_interval_s = switch_interval_s
+        self._switch_before: float | None = None
         self.max_samples = max_samples
         self.times = array("q")  # perf_counter_ns of each sample
         self.ids = array("i")  # index into `stacks` of each sample
@@ -82,6 +93,9 @@ class StackSampler:
         if ident is None:
             self.native_id = threading.get_native_id()
         self._stopping = False
+        if self.switch_interval_s:  # see SWITCH_INTERVAL_S; put back by `stop`
+            self._switch_before = sys.getswitchinterval()
+            sys.setswitchinterval(min(self._switch_before, self.switch_interval_s))
         self.started_ns = time.perf_counter_ns()
         self._thread = threading.Thread(target=self._run, name="advisor-pystacks", daemon=True)
         self._thread.start()
@@ -94,6 +108,9 @@ class StackSampler:
         self._stopping = True
         thread.join()
         self.stopped_ns = time.perf_counter_ns()
+        if self._switch_before is not None:
+            sys.setswitchinterval(self._switch_before)
+            self._switch_before = None
 
     def _run(self) -> None:
         cpu0 = time.thread_time_ns()
