@@ -31,6 +31,8 @@ def main() -> int:
     ap.add_argument("--blocks", type=int, default=12)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--hz", type=float, default=1000.0)
+    ap.add_argument("--keep-switch-interval", action="store_true",
+                    help="leave the interpreter's switch interval at its default while sampling")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -66,7 +68,8 @@ def main() -> int:
 
     def sampled_block() -> list[float]:
         nonlocal samples, depth, cpu_ns
-        s = StackSampler(interval_s=1.0 / a.hz)
+        s = StackSampler(interval_s=1.0 / a.hz,
+                         **({"switch_interval_s": None} if a.keep_switch_interval else {}))
         s.start()
         try:
             return block(a.steps)
@@ -76,23 +79,56 @@ def main() -> int:
             cpu_ns += s.cpu_ns
             depth = max([depth, *(len(st) for st in s.stacks)])
 
+    ratios = []  # sampled / plain median of each adjacent pair of blocks
     for k in range(a.blocks):  # the order alternates: neither always runs second
         if k % 2:
-            sampled += sampled_block()
-            plain += block(a.steps)
+            one = sampled_block()
+            two = block(a.steps)
+            sampled += one
+            plain += two
         else:
-            plain += block(a.steps)
-            sampled += sampled_block()
+            two = block(a.steps)
+            one = sampled_block()
+            plain += two
+            sampled += one
+        ratios.append(statistics.median(one) / statistics.median(two))
     p, s = statistics.median(plain), statistics.median(sampled)
     print(f"cpu, torch {torch.__version__}, Python {sys.version.split()[0]}; {len(plain)} steps "
           f"each; sampler at {a.hz:g} Hz: {samples / len(sampled):.1f} samples per step, "
           f"stacks up to {depth} frames deep")
     print(f"median step: plain {p:.1f} us, sampled {s:.1f} us, difference {s - p:+.1f} us "
           f"({(s - p) / p:+.2%})")
+    q = statistics.quantiles(ratios, n=4)
+    print(f"per pair of adjacent blocks, sampled/plain: median {statistics.median(ratios) - 1:+.2%}"
+          f", quartiles {q[0] - 1:+.2%} .. {q[2] - 1:+.2%} ({len(ratios)} pairs)")
+    for d, us in walk_cost():
+        print(f"one sample's stack read at depth {d}: {us:.1f} us (sys._current_frames + walk)")
     per = cpu_ns / max(1, samples) / 1e3
     print(f"sampler thread CPU: {per:.1f} us per sample, {per * a.hz / 1e4:.2f}% of a core at "
           f"{a.hz:g} Hz (while it runs it holds the GIL: the training thread's share of it)")
     return 0
+
+
+def walk_cost() -> list[tuple[int, float]]:
+    """What one sample does while it holds the GIL, timed alone at a few stack depths (a
+    training step's stack is 30-80 frames deep under nn.Module nesting and a framework)."""
+    import threading
+    import timeit
+
+    from advisor.capture.pystacks import stack_codes
+
+    me = threading.get_ident()
+
+    def one() -> None:
+        codes = stack_codes(sys._current_frames().get(me))
+        tuple(map(id, codes))
+
+    def at(depth: int) -> float:
+        if depth > 0:
+            return at(depth - 1)
+        return timeit.timeit(one, number=5000) / 5000 * 1e6
+
+    return [(d, at(d)) for d in (12, 40, 80)]
 
 
 if __name__ == "__main__":

@@ -133,10 +133,7 @@ class StackSampler:
             t = clock()
             if frame is None:  # the thread has ended
                 return
-            codes = []
-            while frame is not None and len(codes) < MAX_DEPTH:
-                codes.append(frame.f_code)
-                frame = frame.f_back
+            codes = stack_codes(frame)
             del frame
             key = tuple(map(id, codes))  # ids are stable: `stacks` holds the code objects
             sid = index.get(key)
@@ -191,6 +188,15 @@ class StackSampler:
         ``run_start_ns`` (in ``capture_rank<R>.json``), which the reader subtracts."""
         text = json.dumps(self.to_json(), separators=(",", ":"))
         replace_file(path, gzip.compress(text.encode(), compresslevel=6, mtime=0))
+
+
+def stack_codes(frame: Any) -> list[CodeType]:
+    """The code objects of a frame and its callers, innermost first (at most `MAX_DEPTH`)."""
+    codes = []
+    while frame is not None and len(codes) < MAX_DEPTH:
+        codes.append(frame.f_code)
+        frame = frame.f_back
+    return codes
 
 
 def _deltas(times: array) -> list[int]:

@@ -208,8 +208,8 @@ class Session:
             self._phase_mark = None
         self.phase = name
         if name is not None:
-            if getattr(self.recorder, "probe_ending", False):  # outside torch's optimizer range
-                self._guarded(self.recorder.end_probe)
+            if getattr(self.recorder, "probe_open", False):  # CudaProfilerRecorder.phase_mark
+                self._guarded(lambda: self.recorder.phase_mark(name, self.opt_depth > 0))
             rf = self._profiling() if self.follow_profiler else self.recording
             self._phase_mark = self.marker.open(name, "phase", rf)
 

@@ -147,14 +147,15 @@ class CudaProfilerRecorder:
     shapes otherwise, and rules need GEMM sizes (`advisor.graph.gemm_shapes`). Operator ranges
     cost host time per operator, which is why only that unmeasured step carries them.
 
-    The probe does not end in `start`: the session starts the window at a step boundary, which
-    is usually inside torch's ``Optimizer.step#...`` record_function (the optimizer's post
-    hook). Turning the operator ranges off there left that record_function's end without its
-    profiler state, and torch printed ``state_ptr INTERNAL ASSERT FAILED ... nvtx_observer.cpp``
-    into the user's output on every run. So `start` only marks the probe to end, and the session
-    ends it at the next phase mark (`end_probe`: the first batch or forward of the window's first
-    step), outside the optimizer's range; it ends without the synchronization ``emit_nvtx``'s
-    exit makes, so the first recorded step keeps its overlap with the probe's GPU work.
+    The probe ends at a phase mark made outside any optimizer step (`phase_mark`), not at a step
+    boundary: the session starts the window at a boundary, which is usually inside torch's
+    ``Optimizer.step#...`` record_function (the optimizer's post hook). Turning the operator
+    ranges off there left that record_function's end without its profiler state, and torch
+    printed ``state_ptr INTERNAL ASSERT FAILED ... nvtx_observer.cpp`` into the user's output on
+    every run. In a plain loop the probe ends when the probe step's ``backward()`` returns (the
+    GEMMs' shapes are in by then, and no operator range leaks into the window); where backward
+    runs inside the optimizer step (Lightning's closure), at the window's first mark outside it
+    (its first batch). It ends without the device synchronization of ``emit_nvtx``'s exit.
 
     While the window records, `advisor.capture.pystacks` samples the training thread's Python
     stack (``stacks``): nsys's own Python backtraces are not usable (see that module); the
@@ -220,8 +221,20 @@ class CudaProfilerRecorder:
         torch.cuda.synchronize()  # the last step's GPU work lands inside the capture
         torch.cuda.cudart().cudaProfilerStop()
 
+    @property
+    def probe_open(self) -> bool:
+        return self._probe is not None
+
+    def phase_mark(self, name: str, in_optimizer: bool) -> None:
+        """A phase starts (the session, while the probe is open): end the probe at the first
+        mark outside an optimizer step that follows the probe step's backward (``optimizer``
+        set as ``backward()`` returns) or the window's start."""
+        if self._probe is not None and not in_optimizer and (name == "optimizer"
+                                                              or self.probe_ending):
+            self.end_probe()
+
     def end_probe(self) -> None:
-        """End the shape probe (the session calls it at a phase mark once the window started)."""
+        """End the shape probe (operator ranges off)."""
         probe, self._probe, self.probing, self.probe_ending = self._probe, None, False, False
         if probe is not None:
             self._close_probe(probe)

@@ -117,6 +117,10 @@ class _CpuRecorder(CudaProfilerRecorder):
         super().__init__(stacks_path)
         self.log: list = []
 
+    def start(self) -> None:
+        self.log.append("window")
+        super().start()
+
     def _capture(self) -> None:
         if not self._started:
             self.log.append("capture")
@@ -153,14 +157,44 @@ def test_shape_probe_ends_outside_the_optimizers_record_function(tmp_path):
     ``Optimizer.step#SGD.step`` record_function; ending ``emit_nvtx`` there made torch print
     ``state_ptr INTERNAL ASSERT FAILED ... nvtx_observer.cpp`` when that range closed. On CPU
     torch the assert itself cannot happen (no NVTX profiler without CUDA), so the order is tested:
-    the probe must end where no optimizer step is open."""
+    the probe must end where no optimizer step is open. Where the backward runs inside the
+    optimizer step (Lightning's closure), it ends at the window's first mark outside it."""
     rec = _CpuRecorder(tmp_path / "pystacks_rank0.json.gz")
     sess = _run_session(rec)
-    ends = [e for e in rec.log if isinstance(e, tuple)]
-    assert rec.log[:2] == ["capture", "probe opened"]
-    assert ends == [("probe ended", False)]
-    assert rec.log[-1] == "release" and sess.state.recorded == [3, 4]
+    # it ends as the probe step's backward returns: before the window, outside the optimizer
+    assert rec.log == ["capture", "probe opened", ("probe ended", False), "window", "release"]
+    assert sess.state.recorded == [3, 4]
     assert rec.written and not rec.probing and not rec.probe_ending
+
+
+def test_probe_ends_outside_the_optimizer_when_backward_runs_inside_it(tmp_path):
+    """Lightning's way: forward and backward run in a closure that ``optimizer.step`` calls, so
+    every phase mark but the batch fetch is inside ``Optimizer.step#...``."""
+    rec = _CpuRecorder(None)
+    model, opt = _model()
+
+    def closure():
+        x, y = get_batch()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        return loss
+
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 16)),
+                                         batch_size=8)
+    sess = session.Session(session.WindowPlan(wait=3, steps=2), rec)
+    sess.install()
+    session.activate(sess)
+    try:
+        for _ in loader:  # a batch fetch outside the optimizer step, each step
+            opt.step(closure)
+            opt.zero_grad(set_to_none=True)
+        sess.finish()
+    finally:
+        sess.uninstall()
+        session.activate(None)
+    assert ("probe ended", False) in rec.log and ("probe ended", True) not in rec.log
+    assert rec.log.index(("probe ended", False)) > rec.log.index("window")
+    assert sess.state.recorded == [3, 4]
 
 
 def test_recorder_samples_only_inside_the_window_and_writes_beside_the_capture(tmp_path):
