@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import InputError
-from advisor.graph.model import CpuRange, OpGraph, RangeSource, StepSource
+from advisor.graph.model import SAMPLED, CpuRange, OpGraph, RangeSource, StepSource
 from advisor.ingest.input_file import CappedReader, UnpackLimits
 
 STACKS_FILE = "pystacks_{tag}.json.gz"
@@ -160,7 +160,7 @@ def sample_ranges(samples: Samples, to_export, pid: int, tid: int, first_id: int
             k, start = opened.pop()
             if upto > start:
                 out.append(CpuRange(first_id + len(out), names[k], start, upto, pid, tid,
-                                    RangeSource.PYTHON))
+                                    RangeSource.PYTHON, domain=SAMPLED))
 
     for t, sid in zip(samples.times, samples.stack_ids):
         now = to_export(t)

@@ -195,3 +195,21 @@ def test_no_samples_keeps_the_nsys_note():
     from advisor.report.source_view import SourceSection
 
     assert SourceSection.of(analysis).note == NSYS_NO_STACKS
+
+
+def test_sampled_frames_leave_the_traced_ranges_and_the_idle_blame_as_they_were(paired, tmp_path):
+    """Sampled frame edges are estimates and cross the phase and step NVTX ranges; the range
+    tree (`OpGraph.ranges_at`, the step breakdown's idle causes) must read as without them."""
+    from advisor.graph.step_breakdown import idle_segments
+
+    d, _, _ = paired
+    shutil.copy(d / "nsys_rank0.sqlite.gz", tmp_path / "nsys_rank0.sqlite.gz")
+    bare = load_trace(tmp_path / "nsys_rank0.sqlite.gz")
+    sampled = load_trace(d / "nsys_rank0.sqlite.gz")
+    assert len(sampled.ranges) > len(bare.ranges)
+    step = bare.steps[0]
+    for t in range(step.cpu_start_ns, bare.steps[-1].cpu_end_ns, 97_000):
+        assert ([r.id for r in sampled.ranges_at(step.pid, step.tid, t)]
+                == [r.id for r in bare.ranges_at(step.pid, step.tid, t)])
+    for a, b in zip(bare.steps, sampled.steps):
+        assert idle_segments(sampled, b) == idle_segments(bare, a)
