@@ -78,6 +78,7 @@ class StackSampler:
         self.started_ns: int | None = None
         self.stopped_ns: int | None = None
         self.cpu_ns = 0  # CPU time of the sampler thread
+        self.error: str | None = None  # why sampling stopped early, if it failed
         self._stopping = False
         self._thread: threading.Thread | None = None
 
@@ -116,6 +117,8 @@ class StackSampler:
         cpu0 = time.thread_time_ns()
         try:
             self._sample()
+        except Exception as e:  # never a traceback into the job's output
+            self.error = f"{type(e).__name__}: {e}"  # what was sampled so far is kept
         finally:  # the sampler's own CPU time: what it took from the job (docs/profile.md)
             self.cpu_ns = time.thread_time_ns() - cpu0
 
@@ -177,7 +180,7 @@ class StackSampler:
             "interval_ns": int(self.interval_s * 1e9),
             "pid": os.getpid(), "tid": self.native_id, "started_ns": self.started_ns,
             "stopped_ns": self.stopped_ns, "cpu_ns": self.cpu_ns, "truncated": self.truncated,
-            "lost": self.lost,
+            "lost": self.lost, "error": self.error,
             "frames": frames, "stacks": stacks,
             "t": _deltas(self.times), "stack": list(self.ids),
         }
