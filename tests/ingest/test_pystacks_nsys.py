@@ -213,3 +213,28 @@ def test_sampled_frames_leave_the_traced_ranges_and_the_idle_blame_as_they_were(
                 == [r.id for r in bare.ranges_at(step.pid, step.tid, t)])
     for a, b in zip(bare.steps, sampled.steps):
         assert idle_segments(sampled, b) == idle_segments(bare, a)
+
+
+def test_advisor_analyze_shows_source_lines_of_the_export_and_its_folder(paired, tmp_path):
+    """The command the H100 check runs: `advisor analyze OUT/nsys_rank0.sqlite` (and OUT)."""
+    import os
+    import subprocess
+    import sys
+
+    d, _, _ = paired
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    for target in (d / "nsys_rank0.sqlite.gz", d):
+        out = tmp_path / "report.json"
+        done = subprocess.run([sys.executable, "-m", "advisor.cli", "analyze", str(target),
+                               "--json", str(out)], capture_output=True, text=True, env=env,
+                              cwd=Path(__file__).parent, timeout=600)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        report = json.loads(out.read_text())
+        if target == d:  # a folder: the job view, with the rank's own report inside
+            assert "pystacks_rank0.json.gz" in done.stdout + done.stderr  # skipped, named
+            continue
+        src = report["source"]
+        assert src["stacks"] is True and src["python_frames"] > 0
+        assert any(row["function"] == "wait_for_gpu" for row in src["host"])
+        assert "line of your script" in done.stdout
