@@ -64,11 +64,11 @@ class ClockFit:
     @property
     def problem(self) -> str | None:
         """Why the fit cannot be trusted, or None."""
-        if abs(self.slope - 1.0) > MAX_SLOPE_ERROR:
-            return f"the clocks' rates differ by {abs(self.slope - 1.0):.2%}"
         if self.max_residual_ns > MAX_RESIDUAL_NS:
             return (f"a step edge is {self.max_residual_ns / 1e3:.0f} us off the fitted line "
                     f"(at most {MAX_RESIDUAL_NS / 1e3:.0f} us)")
+        if abs(self.slope - 1.0) > MAX_SLOPE_ERROR:
+            return f"the clocks' rates differ by {abs(self.slope - 1.0):.2%}"
         return None
 
 
