@@ -163,6 +163,11 @@ def test_source_lines_from_an_nsys_capture(paired):
     # the sleep the loop really made per step, against what the samples attribute to it
     assert by_function.get("wait_for_gpu", 0) == pytest.approx(waited_ns, rel=0.25, abs=2e6)
     assert any(lc.frame.function == "train_step" for lc in src.host)
+    # the sampler's own cost is not in the calibrated nsys costs: the report says so
+    from advisor.engine.profiler_cost import detect
+
+    cal = detect(analysis.graph)
+    assert cal.config.endswith(",pystacks") and cal.measured.startswith("not measured")
 
 
 def test_a_step_clock_that_does_not_line_up_is_said_and_dropped(paired, tmp_path):
