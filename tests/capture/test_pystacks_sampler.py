@@ -54,12 +54,15 @@ def train_step(model, opt) -> None:
 def test_sampler_records_the_training_threads_stacks(tmp_path):
     model, opt = _model()
     s = StackSampler()
+    before = sys.getswitchinterval()
     assert not any(t.name == "advisor-pystacks" for t in threading.enumerate())
     s.start()
     assert any(t.name == "advisor-pystacks" for t in threading.enumerate())
+    assert sys.getswitchinterval() == pytest.approx(min(before, 0.001))  # while sampling only
     for _ in range(20):
         train_step(model, opt)
     s.stop()
+    assert sys.getswitchinterval() == before
     # outside the window nothing runs: the thread is gone once stop returns
     assert not any(t.name == "advisor-pystacks" for t in threading.enumerate())
     assert len(s.times) >= 10  # 20 steps of >= 2 ms at 1 kHz, on a loaded machine
