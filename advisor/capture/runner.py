@@ -180,7 +180,13 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
     if target.origin():
         opts.source_root = Path(target.origin()).resolve().parent
-    recorder = CudaProfilerRecorder() if opts.nsys_child else KinetoRecorder(trace, stacks=opts.stacks)
+    if opts.nsys_child:  # Python stacks sampled by advisor beside the export (source lines)
+        from advisor.capture.pystacks import FILE_NAME as STACKS_FILE
+
+        stacks = opts.out / STACKS_FILE.format(tag=rank.tag) if opts.stacks else None
+        recorder = CudaProfilerRecorder(stacks)
+    else:
+        recorder = KinetoRecorder(trace, stacks=opts.stacks)
     talk = not opts.quiet and rank.prints
     shown = _progress(opts, rank)
     hand = after_window.Handover(opts, rank, trace)

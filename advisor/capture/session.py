@@ -176,6 +176,7 @@ class Session:
         self.installed = False
         self._clock = time.perf_counter_ns
         self._t0 = self._clock()
+        self.state.run_start_ns = self._t0  # the step clock's origin (advisor.capture.pystacks)
         self.state.run_start_unix = time.time()
         self._step_start = 0
         self._act: dict[str, int] = {}  # host activities of the open step (or before the first)
@@ -207,6 +208,8 @@ class Session:
             self._phase_mark = None
         self.phase = name
         if name is not None:
+            if getattr(self.recorder, "probe_open", False):  # CudaProfilerRecorder.phase_mark
+                self._guarded(lambda: self.recorder.phase_mark(name, self.opt_depth > 0))
             rf = self._profiling() if self.follow_profiler else self.recording
             if rf or self.marker.live:  # else nothing would be opened (`Marker.open`)
                 self._phase_mark = self.marker.open(name, "phase", rf)

@@ -9,6 +9,7 @@ import contextlib
 import gzip
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -144,18 +145,36 @@ class CudaProfilerRecorder:
     on autograd's threads included) leaves an NVTX range with its input sizes, and the session
     names the step `SHAPE_PROBE_RANGE` instead of ``step N``. An nsys trace has no operator
     shapes otherwise, and rules need GEMM sizes (`advisor.graph.gemm_shapes`). Operator ranges
-    cost host time per operator, which is why only that unmeasured step carries them."""
+    cost host time per operator, which is why only that unmeasured step carries them.
+
+    The probe ends at a phase mark made outside any optimizer step (`phase_mark`), not at a step
+    boundary: the session starts the window at a boundary, which is usually inside torch's
+    ``Optimizer.step#...`` record_function (the optimizer's post hook). Turning the operator
+    ranges off there left that record_function's end without its profiler state, and torch
+    printed ``state_ptr INTERNAL ASSERT FAILED ... nvtx_observer.cpp`` into the user's output on
+    every run. In a plain loop the probe ends when the probe step's ``backward()`` returns (the
+    GEMMs' shapes are in by then, and no operator range leaks into the window); where backward
+    runs inside the optimizer step (Lightning's closure), at the window's first mark outside it
+    (its first batch). It ends without the device synchronization of ``emit_nvtx``'s exit.
+
+    While the window records, `advisor.capture.pystacks` samples the training thread's Python
+    stack (``stacks``): nsys's own Python backtraces are not usable (see that module); the
+    samples are written beside the export (``stacks_path``) when the window ends.
+    """
 
     kind = "nsys"
     marks_profiler = False
 
-    def __init__(self) -> None:
+    def __init__(self, stacks_path: Path | None = None) -> None:
         self.probing = False  # the step now running is the shape probe
+        self.probe_ending = False  # the window has started: end the probe at the next mark
         self._probe = None  # the emit_nvtx context while it is open
         self._started = False
         self._window = False
         self.written = False
         self.error: str | None = None
+        self.stacks_path = stacks_path
+        self._sampler = None
 
     @staticmethod
     def busy() -> bool:
@@ -163,14 +182,29 @@ class CudaProfilerRecorder:
 
     def prepare(self) -> None:
         self._capture()
-        import torch.autograd.profiler as autograd_profiler
-
         try:
-            probe = autograd_profiler.emit_nvtx(record_shapes=True)
-            probe.__enter__()
+            probe = self._open_probe()
         except Exception:  # no operator ranges on this build: the window records without them
             return
         self._probe, self.probing = probe, True
+
+    def _open_probe(self):
+        import torch.autograd.profiler as autograd_profiler
+
+        probe = autograd_profiler.emit_nvtx(record_shapes=True)
+        probe.__enter__()
+        return probe
+
+    def _close_probe(self, probe) -> None:
+        """Operator ranges off, without ``emit_nvtx.__exit__``'s device synchronization: the
+        probe's GPU work may overlap the next step, as any step's does."""
+        import torch.autograd.profiler as autograd_profiler
+
+        autograd_profiler._disable_profiler()
+        after = getattr(autograd_profiler, "_run_on_profiler_stop", None)  # torch >= 2.1
+        if after is not None:
+            after()
+        probe.entered = False
 
     def _capture(self) -> None:
         if self._started:
@@ -181,26 +215,57 @@ class CudaProfilerRecorder:
         torch.cuda.cudart().cudaProfilerStart()
         self._started = True
 
-    def _end_probe(self) -> None:
-        probe, self._probe, self.probing = self._probe, None, False
-        if probe is not None:
-            probe.__exit__(None, None, None)  # synchronizes: the probe's GPU work ends first
-
-    def start(self) -> None:
-        self._end_probe()
-        self._capture()
-        self._window = True
-
-    def stop(self, incomplete: list[str]) -> None:
-        self._end_probe()
-        if not self._started:
-            return
+    def _release(self) -> None:
         import torch
 
         torch.cuda.synchronize()  # the last step's GPU work lands inside the capture
         torch.cuda.cudart().cudaProfilerStop()
+
+    @property
+    def probe_open(self) -> bool:
+        return self._probe is not None
+
+    def phase_mark(self, name: str, in_optimizer: bool) -> None:
+        """A phase starts (the session, while the probe is open): end the probe at the first
+        mark outside an optimizer step that follows the probe step's backward (``optimizer``
+        set as ``backward()`` returns) or the window's start."""
+        if self._probe is not None and not in_optimizer and (name == "optimizer"
+                                                              or self.probe_ending):
+            self.end_probe()
+
+    def end_probe(self) -> None:
+        """End the shape probe (operator ranges off)."""
+        probe, self._probe, self.probing, self.probe_ending = self._probe, None, False, False
+        if probe is not None:
+            self._close_probe(probe)
+
+    def start(self) -> None:
+        if self._probe is not None:
+            self.probing, self.probe_ending = False, True
+        self._capture()
+        self._window = True
+        if self.stacks_path is not None:
+            from advisor.capture.pystacks import StackSampler
+
+            self._sampler = StackSampler()
+            self._sampler.start()  # the session calls start on the training thread
+
+    def stop(self, incomplete: list[str]) -> None:
+        self.end_probe()
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.stop()
+        if not self._started:
+            return
+        self._release()
         self._started = False
         self.written = self._window  # a capture of the probe alone holds no window
+        if sampler is not None and self.written:
+            try:
+                sampler.write(self.stacks_path)
+            except OSError as e:  # the capture stands; only its source lines are lost
+                print(f"advisor: could not write {self.stacks_path} ({e.strerror or e}): no "
+                      "source lines for this capture", file=sys.stderr)
 
 
 def rank_suffixed(path: Path, rank: int, world: int) -> Path:

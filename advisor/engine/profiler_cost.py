@@ -117,6 +117,8 @@ def detect(graph: OpGraph) -> Calibration:
         config = _nsys_config(graph.info.software.get("nsys_traced", ""))
         if graph.info.software.get("nsys_python_backtrace") == "yes":
             config += ",python-backtrace"
+        if graph.info.totals.get("python_samples"):  # advisor's own stack sampler ran in the
+            config += ",pystacks"  # window (advisor.capture.pystacks): its cost is not measured
         return CALIBRATIONS.get(("nsys", config)) or _unmeasured(
             CALIBRATIONS[("nsys", "cuda,nvtx")], config)
     if fmt == "kineto-json":

@@ -73,6 +73,12 @@ class SyncKind(str, Enum):
     OTHER = "other"
 
 
+SAMPLED = "advisor samples"
+"""The `CpuRange.domain` of Python frames built from stack samples (`advisor.ingest.pystacks`):
+their edges are estimates, so they may cross the thread's traced ranges. `ranges_at` and the
+range tree leave them out (a crossing range would cut an enclosing phase or operator out of the
+chain); `ranges_in` and the flat `ranges` list keep them."""
+
 PHASES = ("data", "forward", "loss", "backward", "optimizer")
 """The phase names a step is split into, in the order they run."""
 
@@ -405,6 +411,12 @@ class OpGraph:
         for key, (_, ranges) in self._ranges_by_thread.items():
             parents, stack = [], []
             for i, r in enumerate(ranges):
+                if r.domain == SAMPLED:  # never a parent: its parent is what is open at its start
+                    j = len(stack) - 1
+                    while j >= 0 and ranges[stack[j]].end_ns <= r.start_ns:
+                        j -= 1
+                    parents.append(stack[j] if j >= 0 else -1)
+                    continue
                 while stack and (ranges[stack[-1]].end_ns <= r.start_ns
                                  or ranges[stack[-1]].end_ns < r.end_ns):
                     stack.pop()  # ended before r, or overlaps r without enclosing it
@@ -423,7 +435,7 @@ class OpGraph:
         parents = self._range_parents.get((pid, tid), [])
         found = []
         while i >= 0:
-            if ranges[i].end_ns > t_ns:
+            if ranges[i].end_ns > t_ns and ranges[i].domain != SAMPLED:
                 found.append(ranges[i])
             i = parents[i]
         return found[::-1]
@@ -445,7 +457,7 @@ class OpGraph:
         parents = self._range_parents.get((pid, tid), [])
         while i >= 0:
             r = ranges[i]
-            if r.end_ns > t_ns and accept(r):
+            if r.end_ns > t_ns and r.domain != SAMPLED and accept(r):
                 return r
             i = parents[i]
         return None

@@ -75,6 +75,10 @@ def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
     for source in TraceSource.registry:
         if source.sniff(p, head):
             graph = source().load(p, options)
+            if graph.info.format == "nsys-sqlite":  # Python stacks advisor sampled beside it
+                from advisor.ingest.pystacks import attach
+
+                attach(graph, p)
             if options.recorded_steps is not None:
                 keep_recorded(graph, options.recorded_steps)
             return graph

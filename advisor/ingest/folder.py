@@ -31,7 +31,7 @@ OWN_FILE_KEYS = ("advisor_version", "schema_version")
 """Keys of advisor's own JSON results; its capture side files are recognised by name below."""
 
 OWN_FILE_PREFIXES = ("capture_rank", "analysis_rank", "background_rank", "handoff_rank",
-                     "steps_rank")
+                     "steps_rank", "pystacks_rank")
 """The side files `advisor profile` writes beside its traces (advisor.capture)."""
 
 

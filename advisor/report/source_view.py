@@ -31,8 +31,10 @@ from advisor.safe_text import markup, plain
 
 NO_STACKS = ("no Python stacks in this trace, so no source lines: record with `advisor profile` "
              "(stacks are on by default) or torch.profiler(with_stack=True)")
-NSYS_NO_STACKS = ("source lines need Python stacks: nsys backtraces are not read yet; record "
-                  "with `advisor profile` (torch.profiler with stacks) for source lines")
+NSYS_NO_STACKS = ("source lines need Python stacks: none beside this nsys export (`advisor "
+                  "profile --nsys` samples them into pystacks_rank<R>.json.gz next to "
+                  "nsys_rank<R>.sqlite and its capture_rank<R>.json; nsys's own Python "
+                  "backtraces are not read)")
 TOP = 20
 
 
@@ -140,8 +142,11 @@ class Locator:
 
 
 def _note(analysis) -> str:
-    if analysis.graph.info.format == "nsys-sqlite":
-        return NSYS_NO_STACKS
+    graph = analysis.graph
+    if graph.info.format == "nsys-sqlite" and not has_stacks(graph):
+        # samples beside the export that could not be used say why (advisor.ingest.pystacks)
+        why = [n for n in graph.info.notes if "pystacks_" in n]
+        return f"source lines need Python stacks: {why[0]}" if why else NSYS_NO_STACKS
     if not analysis.graph.steps:
         return "no steps found: source lines are given per step"
     return NO_STACKS

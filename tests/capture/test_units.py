@@ -86,6 +86,9 @@ def test_nsys_child_runs_advisor_under_nsys_with_the_same_window():
     child = child_command(opts, Target("train.py"), ["--lr", "1"])
     assert child[:4] == [sys.executable, "-m", "advisor.capture", "--nsys-child"]
     assert child[-3:] == ["train.py", "--lr", "1"]
+    assert "--no-stacks" not in child  # the child samples Python stacks (advisor.capture.pystacks)
+    no_stacks = ProfileOptions(wait=4, steps=7, out=Path("o"), stacks=False)
+    assert "--no-stacks" in child_command(no_stacks, Target("train.py"), [])
     cmd = profile_command("nsys", Path("o/nsys_rank0"), child)
     assert cmd[:2] == ["nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in cmd and "--capture-range-end=stop" in cmd
