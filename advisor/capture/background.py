@@ -37,9 +37,12 @@ import threading
 import time
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.output_paths import replace_file
+
+if TYPE_CHECKING:
+    from advisor.analysis import Analysis, AnalysisInput
 
 HANDOFF = "handoff_{tag}.json"
 STEPS = "steps_{tag}.json"
@@ -222,26 +225,29 @@ class BackgroundAnalysis:
 # ----- the analysis process ----------------------------------------------------------------------
 
 
-class _Baseline:
-    """The analysis before the measured steps were applied, so they can be applied again when
-    newer ones come (`apply_measured` rewrites these fields)."""
+class _Passes:
+    """The rules' passes over the window, one per calibration: each report puts the newest
+    measured steps into the inputs (`advisor.capture.baseline.measured_inputs`) before
+    analysing, and only a calibration not seen before (fitted to those steps) runs the rules
+    again; the pass is a function of the inputs, so one already run is reused as is."""
 
-    def __init__(self, analysis: Any) -> None:
-        r = analysis.results
-        # `apply_measured` may also replace the results, summary and context (a re-run with the
-        # profiler's costs fitted to the measured step): the originals are put back first.
-        self.objects = (r, analysis.summary, analysis.context, analysis.source)
-        self.fields = (list(r.findings), list(r.below_threshold), r.combined,
-                       r.baseline_step_ns, r.replay, list(analysis.warnings))
+    def __init__(self, inputs: AnalysisInput, progress: Any) -> None:
+        from advisor.analysis import rule_pass_shown
 
-    def restore(self, analysis: Any) -> None:
-        analysis.results, analysis.summary, analysis.context, analysis.source = self.objects
-        r = analysis.results
-        (findings, below, r.combined, r.baseline_step_ns, r.replay,
-         warnings) = self.fields
-        r.findings, r.below_threshold, analysis.warnings = list(findings), list(below), \
-            list(warnings)
-        analysis.measured = analysis.run = None
+        self.inputs = inputs  # the replayed baseline: the steps are measured into a copy
+        # the calibrated costs' pass runs now, while the job measures its steps after the window
+        self.by_calibration = {inputs.calibration: rule_pass_shown(inputs, progress)}
+
+    def analysis(self, state: dict) -> Analysis:
+        from advisor.analysis import analyze_input, rule_pass
+        from advisor.capture.baseline import measured_inputs
+        from advisor.capture.steptimes import StepClock
+
+        inputs = measured_inputs(self.inputs, StepClock.from_state(state))
+        ruled = self.by_calibration.get(inputs.calibration)
+        if ruled is None:
+            ruled = self.by_calibration[inputs.calibration] = rule_pass(inputs)
+        return analyze_input(inputs, ruled)
 
 
 def _progress(talk: bool):
@@ -278,13 +284,10 @@ def _options(h: dict):
         source_root=Path(o["source_root"]) if o.get("source_root") else None)
 
 
-def _render(analysis, base: _Baseline, state: dict, opts, rank, talk: bool) -> int | None:
-    from advisor.capture.baseline import apply_measured
+def _render(passes: _Passes, state: dict, opts, rank, talk: bool) -> int | None:
     from advisor.capture.runner import render
-    from advisor.capture.steptimes import StepClock
 
-    base.restore(analysis)
-    apply_measured(analysis, StepClock.from_state(state))
+    analysis = passes.analysis(state)
     render(analysis, opts, rank, talk)
     return analysis.measured.count if analysis.measured is not None else None
 
@@ -325,16 +328,17 @@ def run_analysis(handoff_path: Path) -> int:
 
 def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, steps_path: Path,
                         talk: bool) -> int:
-    from advisor.capture.runner import analyze_recorded
+    from advisor.capture.runner import recorded_inputs
     from advisor.engine.host import HostFacts
 
     # what the session recorded about the host and the script (cores, the loader, imported
     # frameworks), as the in-process analysis passes it: without it a rule falls back to its
     # stated assumption ("the host has 8 cores ...") although the job's own figure is known
     facts = HostFacts.from_state(h["state"]) if h.get("state") else None
-    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts, _progress(talk), facts)
+    progress = _progress(talk)
+    passes = _Passes(recorded_inputs(Path(h["trace"]), h["recorded"], opts, progress, facts),
+                     progress)
     status["analysed"] = time.time()
-    base = _Baseline(analysis)
     job_pid = int(h["job_pid"])
     seen: str | None = None  # sequence tag of the steps file last applied
     reported = False
@@ -352,7 +356,7 @@ def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, st
             if reported and final and talk:
                 print("advisor: the job ended; the report with the whole run:", file=sys.stderr,
                       flush=True)
-            measured = _render(analysis, base, state, opts, rank,
+            measured = _render(passes, state, opts, rank,
                                talk and (not reported or final))
             if reported and talk:
                 what = "the whole run" if final else f"{measured or 0} measured steps"

@@ -328,15 +328,7 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
         raise CaptureError(msg)
     try:
         progress = _progress(opts, rank)
-        from advisor.engine.host import HostFacts
-
-        facts = HostFacts.from_state(state) if state is not None else None
-        analysis = analyze_recorded(trace, recorded, opts, progress, facts)
-        if state is not None:
-            from advisor.capture.baseline import apply_measured
-            from advisor.capture.steptimes import StepClock
-
-            apply_measured(analysis, StepClock.from_state(state))
+        analysis = analyze_recorded(trace, recorded, opts, progress, state)
         render(analysis, opts, rank, talk, progress)
         if opts.trial is not None and opts.trial_target is not None and code == 0:
             _try(analysis, opts, rank, talk)
@@ -361,18 +353,19 @@ def _try(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
     from advisor.capture.trial import run_after_analysis
     from advisor.report.console import render_tried
 
-    analysis.tried = run_after_analysis(analysis, opts, talk)
-    render(analysis, opts, rank, False)
+    tried = run_after_analysis(analysis, opts, talk)
+    render(analysis, opts, rank, False, tried=tried)
     if talk:
-        render_tried(analysis.tried, Console(stderr=True, highlight=False))
+        render_tried(tried, Console(stderr=True, highlight=False))
 
 
-def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
-                     progress=None, facts=None):
-    """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window
-    (a load option: `advisor.ingest.base.LoadOptions.recorded_steps`); ``facts``: what the
-    session recorded about the host and the script (`advisor.engine.host`)."""
-    from advisor.analysis import analyze_shown
+def recorded_inputs(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
+                    progress=None, facts=None):
+    """The inputs of an analysis of the window, with the replayed baseline: the trace read
+    keeping only steps that ran to their end in the window (a load option:
+    `advisor.ingest.base.LoadOptions.recorded_steps`); ``facts``: what the session recorded
+    about the host and the script (`advisor.engine.host`)."""
+    from advisor.analysis import AnalysisInput
     from advisor.config import settings_from_flags
     from advisor.ingest.base import LoadOptions, load_trace
     from advisor.report.progress import Progress
@@ -386,12 +379,32 @@ def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | No
         graph = load_trace(trace, load)
         stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, "
                    f"{len(graph.steps)} steps found")
-    analysis = analyze_shown(graph, settings, progress, facts)
-    analysis.source_roots = [r for r in (opts.source_root, Path.cwd()) if r is not None]
-    return analysis
+    roots = tuple(r for r in (opts.source_root, Path.cwd()) if r is not None)
+    return AnalysisInput.of(graph, settings, facts, source_roots=roots)
 
 
-def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:
+def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
+                     progress=None, state=None):
+    """The analysis of the window (`recorded_inputs`); ``state``: the session's state (or the
+    nsys child's status), whose host facts and measured steps are fixed into the inputs, and
+    the calibration chosen against those steps, before the rules run
+    (`advisor.capture.baseline`)."""
+    from advisor.analysis import analyze_shown
+    from advisor.report.progress import Progress
+
+    progress = progress or Progress(False)
+    if state is None:
+        return analyze_shown(recorded_inputs(trace, recorded, opts, progress), progress)
+    from advisor.capture.baseline import measured_inputs
+    from advisor.capture.steptimes import StepClock
+    from advisor.engine.host import HostFacts
+
+    inputs = recorded_inputs(trace, recorded, opts, progress, HostFacts.from_state(state))
+    return analyze_shown(measured_inputs(inputs, StepClock.from_state(state)), progress)
+
+
+def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None,
+           tried=None) -> None:
     """Every report of the analysis through `advisor.report.emit`; the script owns stdout, so
     advisor's summary goes to stderr."""
     from advisor.capture.window import rank_suffixed
@@ -400,4 +413,5 @@ def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None
     json_out = rank_suffixed(opts.json_out, rank.rank, rank.world) if opts.json_out else None
     html_out = rank_suffixed(opts.html_out, rank.rank, rank.world) if opts.html_out else None
     emit(analysis, json_out, html_out, quiet=not talk, show_fixes=opts.show_fixes,
-         progress=progress, stderr=True, records=[opts.out / f"analysis_{rank.tag}.json"])
+         progress=progress, stderr=True, records=[opts.out / f"analysis_{rank.tag}.json"],
+         tried=tried)

@@ -171,8 +171,9 @@ def _steps(analysis: Analysis) -> StepFigures:
     )
 
 
-def build_report(analysis: Analysis, timeline: bool = False) -> Report:
-    """The report of an analysis; ``timeline``: also draw the representative step (HTML)."""
+def build_report(analysis: Analysis, timeline: bool = False, tried: Tried | None = None) -> Report:
+    """The report of an analysis; ``timeline``: also draw the representative step (HTML);
+    ``tried``: `advisor profile --try`'s measurements of the fixes, taken after the analysis."""
     r = analysis.results
     drawn = _timeline(analysis) if timeline else None
     findings = tuple(
@@ -197,7 +198,7 @@ def build_report(analysis: Analysis, timeline: bool = False) -> Report:
         timeline=drawn,
         source=SourceSection.of(analysis),
         framework=r.framework,
-        tried=getattr(analysis, "tried", None),
+        tried=tried,
         efficiency=_efficiency(analysis),
         launches=launch_stats(analysis.graph, [b.step for b in analysis.summary.steps]),
     )
