@@ -1,7 +1,7 @@
 """Whole-run accounting: the wall time users pay for, not only the steady step.
 
 From the session's host clock at step boundaries and its timed host activities (`HOST_ACTIVITIES`
-in `advisor.capture.session`), the run's wall time splits into: start-up before the first step,
+in `advisor.capture.capture_state`), the run's wall time splits into: start-up before the first step,
 warm-up steps, the recorded window (advisor's own cost), steady steps, the excess of far-outlier
 steps over the steady step (an epoch boundary where DataLoader workers restart, an evaluation, a
 checkpoint inside one step), time between steps, and the end. The excess is explained by what the

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from advisor.capture.background import BackgroundAnalysis
-from advisor.capture.session import STEPS_MEASURED_AFTER
+from advisor.capture.capture_state import STEPS_MEASURED_AFTER
 from advisor.errors import CaptureError
 
 THEN_CHOICES = ("continue", "stop")

@@ -172,6 +172,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
 
 def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) -> int:
     from advisor.capture import after_window, jobproc, script, session
+    from advisor.capture.capture_state import WindowPlan
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
@@ -181,8 +182,8 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     talk = not opts.quiet and rank.prints
     shown = _progress(opts, rank)
     hand = after_window.Handover(opts, rank, trace)
-    plan = session.WindowPlan(opts.wait, opts.steps, at_seconds=opts.window_at_s,
-                              stop_after=opts.then == "stop")
+    plan = WindowPlan(opts.wait, opts.steps, at_seconds=opts.window_at_s,
+                      stop_after=opts.then == "stop")
     sess = session.Session(plan, recorder,
                            progress=session.progress_to_stderr if talk else None,
                            status=shown.note, on_window_closed=hand.window_closed,

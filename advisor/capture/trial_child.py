@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from advisor.capture import session
+from advisor.capture.capture_state import StopAfterWindow, WindowPlan
 from advisor.capture.knobs import KnobApplier
 from advisor.capture.scratch import Scratch
-from advisor.capture.session import Session, StopAfterWindow, WindowPlan
+from advisor.capture.session import Session
 from advisor.capture.steptimes import MIN_MEASURED_STEPS, StepClock, measured_step
 from advisor.engine.knobs import parse_knob
 
