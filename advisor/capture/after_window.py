@@ -107,7 +107,7 @@ class Handover:
 
     def window_closed(self, state: Any) -> None:
         if self.child:
-            from advisor.capture.runner import write_status
+            from advisor.capture.options import write_status
 
             write_status(self.opts.out, self.rank, None, state)  # the parent exports now
         elif self.background is not None and not analysis_at_end():

@@ -13,12 +13,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from advisor.capture.host_probe import loader_config, stack_packages
-
-if TYPE_CHECKING:
-    from advisor.capture.session import Session
 
 GLOBAL_OPTIMIZER_HOOKS = 2
 """The first handles are the optimizer's global hooks, kept for the whole run; the global
@@ -36,7 +33,9 @@ def starts_workers(loader: Any, *args: Any, **kwargs: Any) -> bool:
 class Hooks:
     """The session's hooks in torch; `uninstall` restores everything `install` changed."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Any) -> None:
+        """``session``: the `advisor.capture.session.Session` whose loop state the hooks move
+        (not imported here: the session owns its hooks, so the import goes one way)."""
         self.s = session
         self.torch = session.torch
         self._handles: list[Any] = []  # global hooks (`GLOBAL_OPTIMIZER_HOOKS` first)

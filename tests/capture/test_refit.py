@@ -12,7 +12,7 @@ import pytest
 
 from advisor.analysis import analyze_input
 from advisor.capture.baseline import FIT_TOLERANCE, measured_inputs, replayed_median
-from advisor.capture.runner import recorded_inputs
+from advisor.capture.reporting import recorded_inputs
 from advisor.capture.steptimes import StepClock
 from advisor.engine.context import analysed_steps
 from advisor.engine.host import HostFacts
