@@ -17,10 +17,10 @@ from dataclasses import replace
 from advisor.analysis import AnalysisInput
 from advisor.capture.accounting import account, run_findings
 from advisor.capture.steptimes import StepClock, measured_step
-from advisor.engine import profiler_cost
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.measured import MODEL_DISAGREEMENT, MeasuredBaseline, MeasuredStep
 from advisor.engine.profiler_cost import Calibration
+from advisor.engine.profiler_fit import MAX_SCALE, fit_to_step
 from advisor.graph.model import Step
 
 NOISY_SLOWER = 1.5
@@ -91,10 +91,10 @@ def fitted_calibration(inputs: AnalysisInput, steps: list[Step],
     replayed = replayed_median(inputs, steps, base)
     if not replayed or abs(replayed - measured_ns) / measured_ns <= MODEL_DISAGREEMENT:
         return None
-    cal, k = profiler_cost.fit_to_step(graph, steps, base, measured_ns)
+    cal, k = fit_to_step(graph, steps, base, measured_ns)
     head = (f"the replay without the calibrated profiler costs gave {replayed / 1e6:.2f} ms per "
             f"step against {measured_ns / 1e6:.2f} ms measured without the profiler")
-    if not 0 < k < profiler_cost.MAX_SCALE:
+    if not 0 < k < MAX_SCALE:
         # No factor reaches the measured step: what differs is not the profiler's cost (the
         # steps outside the window waited for input, or did other work the window's did not).
         # The calibrated costs stay; a pegged factor would skew every host-side what-if.
@@ -102,7 +102,7 @@ def fitted_calibration(inputs: AnalysisInput, steps: list[Step],
             "; no profiler cost explains it (with none removed the replay is still "
             "shorter: the steps outside the window waited for input or did other work)"
             if k <= 0 else
-            f"; even {profiler_cost.MAX_SCALE:g}x the calibrated costs leave the replay "
+            f"; even {MAX_SCALE:g}x the calibrated costs leave the replay "
             "longer") + "; estimates are relative to the measured step"
     fitted = replayed_median(inputs, steps, cal) or 0.0
     if abs(fitted - measured_ns) / measured_ns > FIT_TOLERANCE:

@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from advisor.analysis import Analysis, analyze
-from advisor.engine.profiler_cost import CALIBRATIONS, detect, replay_median_ns
+from advisor.engine.profiler_cost import CALIBRATIONS, detect
+from advisor.engine.profiler_fit import replay_median_ns
 from advisor.graph.call_sites import SourceFiles
 from advisor.graph.frames import call_label, is_user_file, parse
 from advisor.graph.model import RangeSource
