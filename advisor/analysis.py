@@ -58,9 +58,13 @@ class AnalysisInput:
 @dataclass(frozen=True)
 class RulePass:
     """What running the rules gives, before any baseline is applied: a function of the graph,
-    settings, host facts and calibration only, so `advisor profile`'s analysis beside the job
-    reuses it while newer measured steps come (`advisor.capture.background`)."""
+    settings, host facts and calibration only (kept here, to check it is given with the inputs
+    it was run on), so `advisor profile`'s analysis beside the job reuses it while newer
+    measured steps come (`advisor.capture.analysis_process`)."""
 
+    graph: OpGraph
+    settings: RuleSettings
+    facts: HostFacts
     calibration: Calibration
     summary: Summary
     results: RuleResults
@@ -110,16 +114,19 @@ def rule_pass(inputs: AnalysisInput) -> RulePass:
         source = attribute(graph, ctx.steps)
         if source is not None:
             attribute_findings(source, graph, results.findings)
-    return RulePass(inputs.calibration, summary, results, ctx, whole, source)
+    return RulePass(graph, inputs.settings, inputs.facts, inputs.calibration, summary, results,
+                    ctx, whole, source)
 
 
 def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analysis:
     """The analysis of fixed inputs: the rules' pass (``ruled``, when the caller already ran it
-    on these inputs' calibration), its estimates put on the inputs' baseline."""
+    on these inputs; only the baseline may differ), its estimates put on the inputs' baseline."""
     if ruled is None:
         ruled = rule_pass(inputs)
-    elif ruled.calibration != inputs.calibration:
-        raise ValueError("the rule pass was run with another calibration than these inputs'")
+    elif not (ruled.graph is inputs.graph and ruled.settings == inputs.settings
+              and ruled.facts == inputs.facts and ruled.calibration == inputs.calibration):
+        raise ValueError("the rule pass was run on other inputs (graph, settings, host facts "
+                         "or calibration) than these")
     results, run, warnings = ruled.results, None, inputs.notes
     measured = inputs.measured
     if measured is not None:

@@ -72,9 +72,12 @@ def test_an_analysis_is_never_written_into(replayed):
         a.results.baseline_step_ns = 1.0  # type: ignore[misc]
 
 
-def test_a_rule_pass_of_another_calibration_is_refused(replayed):
+def test_a_rule_pass_of_other_inputs_is_refused(replayed):
     inputs, ruled, _ = replayed
     other = dataclasses.replace(inputs, calibration=dataclasses.replace(inputs.calibration,
                                                                         call_ns=1))
-    with pytest.raises(ValueError, match="another calibration"):
+    with pytest.raises(ValueError, match="other inputs"):
         analyze_input(other, ruled)
+    with pytest.raises(ValueError, match="other inputs"):
+        analyze_input(dataclasses.replace(inputs, settings=inputs.settings.override(
+            select=["host-sync"])), ruled)
