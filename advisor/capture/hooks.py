@@ -278,6 +278,10 @@ class Hooks:
             names.append(type(module).__name__)
         return names
 
+    def on_uninstall(self, undo: Callable[[], None]) -> None:
+        """Restore something else when the hooks are removed (a subclass's own wrapper)."""
+        self._undo.append(undo)
+
     def uninstall(self) -> None:
         for h in self._handles + self._module_handles:
             h.remove()
