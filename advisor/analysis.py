@@ -1,50 +1,140 @@
-"""The library entry point: a trace in, an `Analysis` out (used by the CLI, profile and gate)."""
+"""The library entry point: a trace in, an `Analysis` out (used by the CLI, profile and gate).
+
+One pipeline: the inputs are fixed first (`AnalysisInput`: the graph, the rule settings, the
+host facts, the profiler-overhead calibration and the baseline, replayed or measured), then
+`analyze_input` runs the rules over them (`rule_pass`) and puts the estimates on the baseline.
+It is a function of its inputs alone, and its `Analysis` is never written into afterwards.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from advisor.config import RuleSettings, resolve
+from advisor.engine import profiler_cost
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.host import HostFacts
+from advisor.engine.measured import MeasuredBaseline, MeasuredStep, RunAccount, on_measured
 from advisor.engine.profiler_cost import Calibration
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.gc_pause import gc_paused
 from advisor.graph.model import OpGraph, StepSource
-from advisor.graph.source_lines import attribute, attribute_findings
+from advisor.graph.source_lines import SourceAttribution, attribute, attribute_findings
 from advisor.graph.step_breakdown import Summary, summarize
 from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
 
 
-@dataclass
+@dataclass(frozen=True)
+class AnalysisInput:
+    """Everything an analysis depends on, fixed before the rules run: `analyze_input` is a
+    function of this alone. ``calibration``: the profiler-overhead costs the replays remove,
+    chosen once here (`of` detects them from the trace; `advisor profile` may fit them to its
+    measured step first: `advisor.capture.baseline`). ``measured``: the baseline every estimate
+    is put on when `advisor profile` measured one; None: the replayed step is the baseline."""
+
+    graph: OpGraph
+    settings: RuleSettings
+    facts: HostFacts
+    calibration: Calibration
+    measured: MeasuredBaseline | None = None
+    source_roots: tuple[Path, ...] = ()  # where the user's source files are read from
+    notes: tuple[str, ...] = ()  # warnings found while the inputs were fixed (a noisy host, a fit)
+
+    @classmethod
+    def of(cls, graph: OpGraph, settings: RuleSettings | None = None,
+           facts: HostFacts | None = None, calibration: Calibration | None = None,
+           **rest: Any) -> AnalysisInput:
+        """The inputs of a bare trace: default settings and host, the calibrated costs of the
+        trace's profiler, the replayed baseline (``rest``: the other fields)."""
+        return cls(graph, settings or RuleSettings(), facts or HostFacts(),
+                   calibration or profiler_cost.detect(graph), **rest)
+
+
+@dataclass(frozen=True)
+class RulePass:
+    """What running the rules gives, before any baseline is applied: a function of the graph,
+    settings, host facts and calibration only (kept here, to check it is given with the inputs
+    it was run on), so `advisor profile`'s analysis beside the job reuses it while newer
+    measured steps come (`advisor.capture.analysis_process`)."""
+
+    graph: OpGraph
+    settings: RuleSettings
+    facts: HostFacts
+    calibration: Calibration
+    summary: Summary
+    results: RuleResults
+    # The one rule context the summary and the rules shared: its replays are cached, so a
+    # caller asking for the replayed periods again does not replay again.
+    context: RuleContext
+    trace_summary: TraceSummary | None  # the whole trace, when there are no steps
+    # Host time, GPU idle and findings by the user's source lines, when the trace recorded
+    # Python stacks (advisor.graph.source_lines).
+    source: SourceAttribution | None
+
+
+@dataclass(frozen=True)
 class Analysis:
+    """One analysis, built once by `analyze_input` and never written into afterwards."""
+
     graph: OpGraph
     summary: Summary
     results: RuleResults
     trace_summary: TraceSummary | None = None  # the whole trace, when there are no steps
-    # Under `advisor profile` only: the measured unprofiled step (advisor.capture.steptimes)
-    # and the whole run's account (advisor.capture.accounting).
-    measured: Any = None
-    run: Any = None
-    warnings: list[str] = field(default_factory=list)
-    # The one rule context the summary and the rules shared: its replays are cached, so a
-    # caller asking for the replayed periods again does not replay again.
-    context: RuleContext | None = None
-    # Host time, GPU idle and findings by the user's source lines, when the trace recorded
-    # Python stacks (advisor.graph.source_lines); where to read the user's files from.
-    source: Any = None
-    source_roots: list[Path] = field(default_factory=list)
+    # Under `advisor profile` only: the measured unprofiled step and the whole run's account
+    # (`advisor.engine.measured`).
+    measured: MeasuredStep | None = None
+    run: RunAccount | None = None
+    warnings: tuple[str, ...] = ()
+    context: RuleContext | None = None  # the rules' shared context (`RulePass.context`)
+    source: SourceAttribution | None = None  # by the user's source lines (`RulePass.source`)
+    source_roots: tuple[Path, ...] = ()  # where to read the user's files from
     settings: RuleSettings | None = None  # the rules and options it ran with (for a re-run)
-    tried: Any = None  # `advisor profile --try`: the fixes measured on the job (report.tried)
 
     @property
     def steps_source(self) -> StepSource:
         return self.graph.step_source
+
+
+def rule_pass(inputs: AnalysisInput) -> RulePass:
+    """Run the rules over the graph's steady-state steps, with the inputs' calibration."""
+    graph = inputs.graph
+    with gc_paused():  # the whole pass, not only the rules: one collection at the end
+        rules, rule_options = resolve(load_rules(), inputs.settings)
+        # One pass: the analysed steps are found once, and the summary and the rules see the same.
+        ctx = RuleContext(graph, analysed_steps(graph), rule_options, inputs.facts,
+                          inputs.calibration)
+        summary = summarize(graph, ctx.steps)
+        results = run_rules(graph, rules, rule_options, ctx=ctx)
+        whole = summarize_trace(graph) if not ctx.steps else None
+        source = attribute(graph, ctx.steps)
+        if source is not None:
+            attribute_findings(source, graph, results.findings)
+    return RulePass(graph, inputs.settings, inputs.facts, inputs.calibration, summary, results,
+                    ctx, whole, source)
+
+
+def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analysis:
+    """The analysis of fixed inputs: the rules' pass (``ruled``, when the caller already ran it
+    on these inputs; only the baseline may differ), its estimates put on the inputs' baseline."""
+    if ruled is None:
+        ruled = rule_pass(inputs)
+    elif not (ruled.graph is inputs.graph and ruled.settings == inputs.settings
+              and ruled.facts == inputs.facts and ruled.calibration == inputs.calibration):
+        raise ValueError("the rule pass was run on other inputs (graph, settings, host facts "
+                         "or calibration) than these")
+    results, run, warnings = ruled.results, None, inputs.notes
+    measured = inputs.measured
+    if measured is not None:
+        results, run, more = on_measured(results, measured, inputs.graph.info.format)
+        warnings += more
+    return Analysis(inputs.graph, ruled.summary, results, ruled.trace_summary,
+                    measured.step if measured is not None else None, run, warnings,
+                    ruled.context, ruled.source, inputs.source_roots, inputs.settings)
 
 
 def analyze_graph(
@@ -53,35 +143,13 @@ def analyze_graph(
     options: Mapping[str, Mapping[str, object]] | None = None,
     settings: RuleSettings | None = None,
     facts: HostFacts | None = None,
-    calibration: Calibration | None = None,
 ) -> Analysis:
     """Run the rules over a graph's steady-state steps. ``settings`` (pyproject.toml and the
     CLI: `advisor.config`) pick and configure the rules; ``rule_names``/``options`` are the
     same for library callers, applied on top. ``facts``: what `advisor profile` recorded about
-    the host and the script (`advisor.engine.host`); ``calibration``: the profiler-overhead
-    costs to remove instead of the calibrated ones (`advisor.capture.baseline` fits them to
-    the measured step)."""
-    with gc_paused():  # the whole analysis, not only the rules: one collection at the end
-        return _analyze_graph(graph, rule_names, options, settings, facts, calibration)
-
-
-def _analyze_graph(graph: OpGraph, rule_names: Sequence[str] | None,
-                   options: Mapping[str, Mapping[str, object]] | None,
-                   settings: RuleSettings | None, facts: HostFacts | None,
-                   calibration: Calibration | None = None) -> Analysis:
+    the host and the script (`advisor.engine.host`)."""
     settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
-    rules, rule_options = resolve(load_rules(), settings)
-    # One pass: the analysed steps are found once, and the summary and the rules see the same.
-    ctx = RuleContext(graph, analysed_steps(graph), rule_options, facts or HostFacts(),
-                      calibration)
-    summary = summarize(graph, ctx.steps)
-    results = run_rules(graph, rules, rule_options, ctx=ctx)
-    whole = summarize_trace(graph) if not ctx.steps else None
-    source = attribute(graph, ctx.steps)
-    if source is not None:
-        attribute_findings(source, graph, results.findings)
-    return Analysis(graph, summary, results, whole, context=ctx, source=source,
-                    settings=settings)
+    return analyze_input(AnalysisInput.of(graph, settings, facts))
 
 
 def analyze(
@@ -92,20 +160,25 @@ def analyze(
     settings: RuleSettings | None = None,
 ) -> Analysis:
     """Read a trace and run the rules over its steady-state steps."""
+    settings = (settings or RuleSettings()).override(select=list(rule_names or []), options=options)
     with gc_paused():  # no collection between reading and analysing (`advisor.gc_pause`)
-        analysis = analyze_graph(load_trace(path, load_options), rule_names, options, settings)
-    analysis.source_roots = [Path.cwd(), Path(path).resolve().parent]
-    return analysis
+        graph = load_trace(path, load_options)
+        return analyze_input(AnalysisInput.of(
+            graph, settings, source_roots=(Path.cwd(), Path(path).resolve().parent)))
 
 
-def analyze_shown(graph: OpGraph, settings: RuleSettings, progress: Any,
-                  facts: HostFacts | None = None) -> Analysis:
-    """`analyze_graph`, shown as one stage of a progress display (`advisor.report.progress`:
+def rule_pass_shown(inputs: AnalysisInput, progress: Any) -> RulePass:
+    """`rule_pass`, shown as one stage of a progress display (`advisor.report.progress`:
     anything with ``stage(text)``), as `advisor analyze` and `advisor profile` run it."""
     with progress.stage("running the rules (what-if replay of the steps)") as stage:
-        analysis = analyze_graph(graph, settings=settings, facts=facts)
-        r = analysis.results
+        ruled = rule_pass(inputs)
+        r = ruled.results
         stage.done(f"rules: {len(r.findings) + len(r.below_threshold)} matches, "
                    f"{len(r.findings)} findings, {len(r.skipped)} not applicable, "
                    f"{r.steps_analysed} steps analysed")
-    return analysis
+    return ruled
+
+
+def analyze_shown(inputs: AnalysisInput, progress: Any) -> Analysis:
+    """`analyze_input`, its rule pass shown by ``progress`` (`rule_pass_shown`)."""
+    return analyze_input(inputs, rule_pass_shown(inputs, progress))

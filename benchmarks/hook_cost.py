@@ -40,7 +40,7 @@ def main() -> int:
     from torch import nn
     from torch.utils.data import DataLoader, TensorDataset
 
-    from advisor.capture import session
+    from advisor.capture import capture_state, session
     from advisor.capture.settle import settled
     from advisor.capture.window import KinetoRecorder
 
@@ -87,7 +87,7 @@ def main() -> int:
     plain, hooked = [], []
     def hooked_block() -> list[float]:
         # a fresh session per block, installed once, as `advisor profile` does for a run
-        sess = session.Session(session.WindowPlan(wait=10**9, steps=1), KinetoRecorder(None))
+        sess = session.Session(capture_state.WindowPlan(wait=10**9, steps=1), KinetoRecorder(None))
         sess.install()
         session.activate(sess)
         try:

@@ -55,11 +55,12 @@ def fit_costs(caps: list[Capture]) -> tuple[float, float, float]:
 
 def cmd_rows(a: argparse.Namespace) -> int:
     from advisor.engine import profiler_cost as pc
+    from advisor.engine.profiler_fit import replay_median_ns
 
     for name, d in captures(a.dirs):
         c = Capture(name, d)
         counts = pc.per_step_counts(c.graph, c.steps)
-        raw = pc.replay_median_ns(c.graph, pc.NO_CALIBRATION, c.steps) / 1e6
+        raw = replay_median_ns(c.graph, pc.NO_CALIBRATION, c.steps) / 1e6
         print(f"{name:45} measured {c.measured_ms:7.2f} ms ({c.n_measured} steps)  traced "
               f"{raw:7.2f}  calls {counts['calls']:5.0f}  ops {counts['ops']:5.0f}  "
               f"python {counts['pys']:5.0f}")

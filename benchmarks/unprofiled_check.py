@@ -349,7 +349,8 @@ def _counts(an) -> dict[str, float]:
 
 def calibration_rows(dirs: list[Path]) -> list[dict]:
     """Each calibration capture with its plain median, traced replay and event counts."""
-    from advisor.engine.profiler_cost import NO_CALIBRATION, replay_median_ns
+    from advisor.engine.profiler_cost import NO_CALIBRATION
+    from advisor.engine.profiler_fit import replay_median_ns
 
     rows = []
     for root in dirs:

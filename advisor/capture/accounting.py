@@ -1,7 +1,7 @@
 """Whole-run accounting: the wall time users pay for, not only the steady step.
 
 From the session's host clock at step boundaries and its timed host activities (`HOST_ACTIVITIES`
-in `advisor.capture.session`), the run's wall time splits into: start-up before the first step,
+in `advisor.capture.capture_state`), the run's wall time splits into: start-up before the first step,
 warm-up steps, the recorded window (advisor's own cost), steady steps, the excess of far-outlier
 steps over the steady step (an epoch boundary where DataLoader workers restart, an evaluation, a
 checkpoint inside one step), time between steps, and the end. The excess is explained by what the
@@ -13,90 +13,13 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Any
 
-from advisor.capture.steptimes import MeasuredStep, StepClock, far_out_fence
+from advisor.capture.steptimes import StepClock, far_out_fence
+from advisor.engine.measured import MeasuredStep, RunAccount, SlowStep
 from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
 
 MIN_RUN_SAVING = 0.02
 """A whole-run fix that saves under 2% of the run is not reported (the same bar as step fixes)."""
-
-RUN_CATEGORIES = {"loader-restarts": "input", "blocking-checkpoints": "host",
-                  "frequent-evaluation": "host"}
-"""The report categories of the whole-run findings (they are not rule plugins: they need the
-run's clock, which no trace holds)."""
-
-
-@dataclass
-class SlowStep:
-    index: int
-    time_ns: int
-    excess_ns: int
-    causes: dict[str, int]  # cause -> ns of the excess it explains ("other" for the rest)
-
-
-@dataclass(frozen=True)
-class RunTotal:
-    """Every fix over the whole run, the two kinds kept apart (issue #34): step fixes save their
-    share of the steady steps' time (the settled step's estimate), run fixes the time outside
-    steady steps they remove (worker restarts, checkpoints, evaluation). They act on disjoint
-    time, so their savings add."""
-
-    run_ns: int
-    step_fixes_saved_ns: float
-    run_fixes_saved_ns: float
-
-    @property
-    def after_ns(self) -> float:
-        return max(1.0, self.run_ns - self.step_fixes_saved_ns - self.run_fixes_saved_ns)
-
-    @property
-    def speedup(self) -> float:
-        return self.run_ns / self.after_ns
-
-    def to_dict(self) -> dict[str, float]:
-        return {"run_ms": round(self.run_ns / 1e6, 3), "after_ms": round(self.after_ns / 1e6, 3),
-                "step_fixes_saved_ms": round(self.step_fixes_saved_ns / 1e6, 3),
-                "run_fixes_saved_ms": round(self.run_fixes_saved_ns / 1e6, 3),
-                "speedup": round(self.speedup, 4)}
-
-
-@dataclass
-class RunAccount:
-    run_ns: int
-    steps: int
-    steady_step_ns: float
-    parts_ns: dict[str, int]  # startup, warmup, profiled, steady, slow_steps, between_steps, end
-    causes_ns: dict[str, int]  # what the host did in the time outside steady steps
-    slow_steps: list[SlowStep] = field(default_factory=list)
-    loader_restarts: int = 0
-    loader_restart_ns: int = 0  # loader starts after the first, with their first batch's wait
-    checkpoints: int = 0
-    total: RunTotal | None = None  # every fix over the whole run (`run_total`)
-
-    @property
-    def outside_steady_ns(self) -> int:
-        p = self.parts_ns
-        return p["slow_steps"] + p["between_steps"]
-
-    def to_dict(self) -> dict[str, Any]:
-        ms = lambda ns: round(ns / 1e6, 3)  # noqa: E731
-        return {
-            "run_ms": ms(self.run_ns),
-            "steps": self.steps,
-            "steady_step_ms": ms(self.steady_step_ns),
-            "parts_ms": {k: ms(v) for k, v in self.parts_ns.items()},
-            "outside_steady_ms": ms(self.outside_steady_ns),
-            "outside_steady_causes_ms": {k: ms(v) for k, v in self.causes_ns.items()},
-            "slow_steps": [{"step": s.index, "time_ms": ms(s.time_ns), "excess_ms": ms(s.excess_ns),
-                            "causes_ms": {k: ms(v) for k, v in s.causes.items()}}
-                           for s in self.slow_steps[:50]],
-            "loader_restarts": self.loader_restarts,
-            "loader_restart_ms": ms(self.loader_restart_ns),
-            "checkpoints": self.checkpoints,
-            "fixes_together": self.total.to_dict() if self.total is not None else None,
-        }
 
 
 def _explain(excess: int, act: dict[str, int], data_typical: float) -> dict[str, int]:
@@ -250,18 +173,3 @@ def run_findings(acc: RunAccount | None) -> list[Finding]:
                                 "it runs",)),
             confidence=Confidence.HEURISTIC))
     return out
-
-
-def run_total(acc: RunAccount | None, combined: Estimate | None,
-              findings: Iterable[Finding]) -> RunTotal | None:
-    """The whole run with every fix: the step fixes together (``combined``, on the settled
-    step) applied to the steady steps' time, and the run-relative findings' savings."""
-    if acc is None or acc.run_ns <= 0:
-        return None
-    steady = acc.parts_ns.get("steady", 0)
-    step_saved = 0.0
-    if combined is not None and not combined.withheld and combined.step_ns > 0:
-        step_saved = steady * max(0.0, 1 - combined.predicted_step_ns / combined.step_ns)
-    run_saved = sum(f.estimate.saved_ns_per_step * acc.steps for f in findings
-                    if f.estimate.relative_to == "run")
-    return RunTotal(acc.run_ns, step_saved, run_saved)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from advisor.capture.background import BackgroundAnalysis
-from advisor.capture.session import STEPS_MEASURED_AFTER
+from advisor.capture.capture_state import STEPS_MEASURED_AFTER
 from advisor.errors import CaptureError
 
 THEN_CHOICES = ("continue", "stop")
@@ -107,7 +107,7 @@ class Handover:
 
     def window_closed(self, state: Any) -> None:
         if self.child:
-            from advisor.capture.runner import write_status
+            from advisor.capture.options import write_status
 
             write_status(self.opts.out, self.rank, None, state)  # the parent exports now
         elif self.background is not None and not analysis_at_end():

@@ -14,7 +14,9 @@ its cores), and goes on with its next step. The two talk only through files in `
 * ``background_rank<R>.json`` (analysis -> job): its own status (running, reported, done,
   failed), when it started and wrote its reports, and the error if any.
 
-The analysis reads the trace and runs the rules once, then writes the console summary, the JSON
+This module is the job's side (it starts the process, writes the files, reads its status);
+the process is `advisor.capture.analysis_process`. The analysis reads the trace and runs the
+rules once, then writes the console summary, the JSON
 and the HTML as soon as the measured steps are in (or the job has ended), and stays (sleeping)
 until the job ends, when it rewrites the reports with the whole run's account without reading
 the trace again. If the job dies without a word (SIGKILL, ``os._exit``), the reports written at
@@ -74,7 +76,7 @@ def step_back_when_done(job_pid: int, steps_path: Path) -> None:
     main = threading.get_native_id()
 
     def watch() -> None:
-        while _alive(job_pid) and not (_read_json(steps_path) or {}).get("final"):
+        while process_alive(job_pid) and not (read_json(steps_path) or {}).get("final"):
             time.sleep(POLL_S)
         with contextlib.suppress(OSError):
             os.sched_setscheduler(main, os.SCHED_OTHER, os.sched_param(0))
@@ -91,14 +93,14 @@ def write_json_atomic(path: Path, data: Any) -> None:
     replace_file(path, json.dumps(data))
 
 
-def _put_status(path: Path, status: dict) -> None:
+def put_status(path: Path, status: dict) -> None:
     """The analysis's status for the job; a job that removed or replaced ``--out`` gets none
     (the analysis goes on quietly: there is nowhere to write its reports either)."""
     with contextlib.suppress(OSError):
         write_json_atomic(path, status)
 
 
-def _read_json(path: Path) -> dict | None:
+def read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -109,7 +111,7 @@ def state_dict(state: Any) -> dict:
     return asdict(state) if is_dataclass(state) else dict(state)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -182,7 +184,7 @@ class BackgroundAnalysis:
         relay = {name: stream for name, stream in (("stdout", sys.stdout), ("stderr", sys.stderr))
                  if not _has_fd(stream)}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "advisor.capture.background", str(self.handoff_path)],
+            [sys.executable, "-m", "advisor.capture.analysis_process", str(self.handoff_path)],
             stdin=subprocess.DEVNULL, start_new_session=True, env=env, close_fds=True,
             **{name: subprocess.PIPE for name in relay}, text=bool(relay) or None)
         self._relays = [threading.Thread(target=_relay, args=(getattr(self.proc, name), stream),
@@ -198,7 +200,7 @@ class BackgroundAnalysis:
                                             "state": state_dict(state)})
 
     def status(self) -> dict:
-        return _read_json(self.status_path) or {}
+        return read_json(self.status_path) or {}
 
     def wait(self) -> dict:
         """Wait for the analysis to finish; a Ctrl-C here leaves it running and says where its
@@ -217,196 +219,3 @@ class BackgroundAnalysis:
         if st.get("state") == "running":  # it ended without saying so: it crashed
             st = {"state": "crashed", "exit_code": self.proc.returncode}
         return st
-
-
-# ----- the analysis process ----------------------------------------------------------------------
-
-
-class _Baseline:
-    """The analysis before the measured steps were applied, so they can be applied again when
-    newer ones come (`apply_measured` rewrites these fields)."""
-
-    def __init__(self, analysis: Any) -> None:
-        r = analysis.results
-        # `apply_measured` may also replace the results, summary and context (a re-run with the
-        # profiler's costs fitted to the measured step): the originals are put back first.
-        self.objects = (r, analysis.summary, analysis.context, analysis.source)
-        self.fields = (list(r.findings), list(r.below_threshold), r.combined,
-                       r.baseline_step_ns, r.replay, list(analysis.warnings))
-
-    def restore(self, analysis: Any) -> None:
-        analysis.results, analysis.summary, analysis.context, analysis.source = self.objects
-        r = analysis.results
-        (findings, below, r.combined, r.baseline_step_ns, r.replay,
-         warnings) = self.fields
-        r.findings, r.below_threshold, analysis.warnings = list(findings), list(below), \
-            list(warnings)
-        analysis.measured = analysis.run = None
-
-
-def _progress(talk: bool):
-    """Each stage's closing line on a terminal (``✓ read ...``, ``✓ rules: ...``), no spinner:
-    a spinner redrawn from beside the job would write over the job's own output."""
-    from contextlib import contextmanager
-
-    from rich.markup import escape
-
-    from advisor.report.progress import Progress, Stage
-
-    class StageLines(Progress):
-        @contextmanager
-        def stage(self, doing: str):
-            stage, start = Stage(doing), time.perf_counter()
-            yield stage
-            if self._console is not None:
-                self._console.print(f"[green]✓[/] {escape(stage.result or doing)} "
-                                    f"[dim]({time.perf_counter() - start:.1f} s)[/]",
-                                    markup=True, highlight=False)
-
-    return StageLines(talk and sys.stderr.isatty())
-
-
-def _options(h: dict):
-    from advisor.capture.runner import ProfileOptions
-
-    o = h["options"]
-    return ProfileOptions(
-        out=Path(o["out"]), json_out=Path(o["json_out"]) if o["json_out"] else None,
-        html_out=Path(o["html_out"]) if o["html_out"] else None, quiet=o["quiet"],
-        show_fixes=o["show_fixes"], select=tuple(o["select"]), ignore=tuple(o["ignore"]),
-        rule_option=tuple(o["rule_option"]), isolated=o["isolated"], steps=o["steps"],
-        source_root=Path(o["source_root"]) if o.get("source_root") else None)
-
-
-def _render(analysis, base: _Baseline, state: dict, opts, rank, talk: bool) -> int | None:
-    from advisor.capture.baseline import apply_measured
-    from advisor.capture.runner import render
-    from advisor.capture.steptimes import StepClock
-
-    base.restore(analysis)
-    apply_measured(analysis, StepClock.from_state(state))
-    render(analysis, opts, rank, talk)
-    return analysis.measured.count if analysis.measured is not None else None
-
-
-def run_analysis(handoff_path: Path) -> int:
-    """The analysis process: analyse once, report, keep the reports current until the job ends."""
-    from advisor.capture.runner import Rank
-    from advisor.errors import AdvisorError
-
-    step_aside()
-    h = _read_json(handoff_path)
-    if h is None:  # the job removed or replaced --out before this process started: no report
-        return 1
-    opts, rank = _options(h), Rank(h["rank"], h["world"])
-    tag = rank.tag
-    steps_path = opts.out / STEPS.format(tag=tag)
-    step_back_when_done(int(h["job_pid"]), steps_path)
-    status_path = opts.out / STATUS.format(tag=tag)
-    status: dict[str, Any] = {"pid": os.getpid(), "state": "running", "started": time.time(),
-                              "trace": h["trace"]}
-    _put_status(status_path, status)
-    talk = not opts.quiet and rank.prints
-    try:
-        return _analyse_and_report(h, opts, rank, status, status_path, steps_path, talk)
-    except AdvisorError as e:
-        from advisor.safe_text import plain
-
-        status.update(state="failed", error=plain(e), finished=time.time())
-    except Exception as e:  # a bug: its traceback on stderr, the job told why there is no report
-        import traceback
-
-        traceback.print_exc()
-        status.update(state="failed", finished=time.time(),
-                      error=f"internal error in the analysis ({type(e).__name__}: {e})")
-    _put_status(status_path, status)
-    return 1
-
-
-def _analyse_and_report(h: dict, opts, rank, status: dict, status_path: Path, steps_path: Path,
-                        talk: bool) -> int:
-    from advisor.capture.runner import analyze_recorded
-    from advisor.engine.host import HostFacts
-
-    # what the session recorded about the host and the script (cores, the loader, imported
-    # frameworks), as the in-process analysis passes it: without it a rule falls back to its
-    # stated assumption ("the host has 8 cores ...") although the job's own figure is known
-    facts = HostFacts.from_state(h["state"]) if h.get("state") else None
-    analysis = analyze_recorded(Path(h["trace"]), h["recorded"], opts, _progress(talk), facts)
-    status["analysed"] = time.time()
-    base = _Baseline(analysis)
-    job_pid = int(h["job_pid"])
-    seen: str | None = None  # sequence tag of the steps file last applied
-    reported = False
-    deadline = time.time() + WAIT_FOR_MEASURED_S
-    while True:
-        steps = _read_json(steps_path) if steps_path.exists() else None
-        seq = steps.get("seq") if steps is not None else None
-        alive = _alive(job_pid)
-        final = bool(steps and steps.get("final"))
-        fresh = steps is not None and seq != seen
-        if fresh or (not reported and (not alive or time.time() > deadline)):
-            state = steps["state"] if steps is not None else h["state"]
-            # The summary shows at the first report and again, complete, when the job ends
-            # (measured steps and the whole run; a long job's output has buried the first).
-            if reported and final and talk:
-                print("advisor: the job ended; the report with the whole run:", file=sys.stderr,
-                      flush=True)
-            measured = _render(analysis, base, state, opts, rank,
-                               talk and (not reported or final))
-            if reported and talk:
-                what = "the whole run" if final else f"{measured or 0} measured steps"
-                print(f"advisor: reports updated with {what} ({opts.out})", file=sys.stderr,
-                      flush=True)
-            seen = seq
-            now = time.time()
-            status.update(state="done" if final or not alive else "reported",
-                          measured_steps=measured, whole_run=final)
-            status.setdefault("reported", now)
-            status["updated"] = now
-            _put_status(status_path, status)
-            if not reported and talk:
-                print(f"advisor: trace {h['trace']}; {len(h['recorded'])} steps recorded"
-                      + ("" if final or not alive else "; reports written while the job runs on"),
-                      file=sys.stderr, flush=True)
-            if not reported and rank.world > 1:
-                _job_view(opts, rank)
-            reported = True
-        if final or not alive:
-            if not final and reported and status["state"] != "done":
-                status["state"] = "done"
-                _put_status(status_path, status)
-            return 0
-        time.sleep(POLL_S)
-
-
-def _job_view(opts, rank) -> None:
-    """The rank that completes the set of per-rank reports runs the job view, once."""
-    done = 0
-    for r in range(rank.world):
-        st = _read_json(opts.out / STATUS.format(tag=f"rank{r}")) or {}
-        done += st.get("state") in ("reported", "done")
-    if done < rank.world:
-        return
-    try:
-        fd = os.open(opts.out / JOB_CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return
-    os.close(fd)
-    from advisor.capture.launch import job_report
-
-    job_report(opts)
-
-
-def main(argv: list[str]) -> int:
-    for name in ("stdout", "stderr"):  # started after the job closed its own: nowhere to talk
-        if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w"))  # noqa: SIM115 - lives as long as sys's
-    if len(argv) != 1:
-        print("usage: python -m advisor.capture.background HANDOFF_JSON", file=sys.stderr)
-        return 2
-    return run_analysis(Path(argv[0]))
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,24 +1,27 @@
-"""Put the measured unprofiled step under an `advisor profile` analysis.
+"""The measured baseline of an `advisor profile` analysis, fixed before the rules run.
 
 The trace says where a profiled step's time goes; the session's host clock says how long the
-unprofiled steps really took. Each step-relative estimate keeps the replay's relative saving
-(its speedup) and is re-expressed against the measured step, so ``step_ms`` and
-``predicted_step_ms`` describe the job as it runs. The replay without the profiler's overhead is
-checked against the measured step; a large disagreement is a warning in every report.
+unprofiled steps really took. From the session's step clock this module builds the analysis
+inputs' `MeasuredBaseline` (the measured step, the whole run's account and its findings) and
+chooses the calibration the replays remove: the calibrated profiler costs, or those costs
+fitted to the measured step where the replay without them misses it. `advisor.analysis` then
+puts every estimate on the measured step (`advisor.engine.measured.on_measured`); a host too
+noisy to measure on, or a replay that cannot be fitted, is a warning in every report.
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
-from advisor.capture.accounting import RUN_CATEGORIES, account, run_findings, run_total
-from advisor.capture.steptimes import (
-    MODEL_DISAGREEMENT,
-    MeasuredStep,
-    StepClock,
-    measured_step,
-)
-from advisor.engine.rule import Estimate
+from advisor.analysis import AnalysisInput
+from advisor.capture.accounting import account, run_findings
+from advisor.capture.steptimes import StepClock, measured_step
+from advisor.engine.context import RuleContext, analysed_steps
+from advisor.engine.measured import MODEL_DISAGREEMENT, MeasuredBaseline, MeasuredStep
+from advisor.engine.profiler_cost import Calibration
+from advisor.engine.profiler_fit import MAX_SCALE, fit_to_step
+from advisor.graph.model import Step
 
 NOISY_SLOWER = 1.5
 """Unprofiled steps whose median is this many times the profiled steps' median ran on a host
@@ -29,14 +32,6 @@ than a profiled one of the same loop measures the machine's other load, not the 
 PRECISION_Z = 1.96
 """The measured mean's 95% interval (normal approximation) must lie within the step-time
 precision advisor states (`MODEL_DISAGREEMENT`, 10%) for estimates to be built on it."""
-
-
-def _rebase(e: Estimate, step: float) -> Estimate:
-    """One baseline per report: every step-relative estimate is the replay's speedup applied to
-    the measured mean step (as `RuleContext.estimate` does with the replayed one)."""
-    if e.relative_to != "step" or e.step_ns <= 0:
-        return e
-    return e.on_step(step)
 
 
 def noisy_host(measured: MeasuredStep, profiled_median_ns: float) -> str | None:
@@ -65,31 +60,24 @@ def noisy_host(measured: MeasuredStep, profiled_median_ns: float) -> str | None:
     return None
 
 
-def disagreement(replayed: float, measured: float, off: float, trace_format: str) -> str:
-    """The warning when the replay without the profiler's overhead and the measured steps
-    disagree. Under nsys the steps outside the window are not unprofiled: nsys intercepts the
-    traced APIs for the whole run (the capture range only limits what it records), which on
-    the H100 slowed nanoGPT's launch-bound steps outside the window by 15% (docs/validation.md)."""
-    head = (f"the trace replayed without the profiler's overhead gives {replayed / 1e6:.2f} ms "
-            f"per step, but the steps outside the window measured {measured / 1e6:.2f} ms "
-            f"({off:+.0%})")
-    if trace_format == "nsys-sqlite" and off < 0:
-        return (head + ": they ran under nsys, which intercepts CUDA calls for the whole run, "
-                "not only in its window; the default torch.profiler window measures unprofiled "
-                "steps; estimates are relative to the measured step")
-    return (head + ": the profiler-overhead model does not fit this job; estimates are relative "
-            "to the measured step")
-
-
 FIT_TOLERANCE = 0.03
 """A fitted replay within this fraction of the measured step is said to fit it."""
 
 
-def refit(analysis, measured_ns: float) -> float | None:
-    """Run the rules again with the profiler's costs fitted to the measured step, where the
-    replay without the calibrated costs misses it by more than `MODEL_DISAGREEMENT`; returns the
-    factor applied (None: no refit was needed; 0.0: none fits, the calibrated analysis stays and
-    a warning says why).
+def replayed_median(inputs: AnalysisInput, steps: list[Step], cal: Calibration) -> float | None:
+    """The median step replayed with ``cal`` removed, exactly as the analysis replays it (its
+    JSON ``model_check.unprofiled_median_ns``); None where the analysis replays nothing."""
+    if not (steps and inputs.graph.has_gpu_work):
+        return None
+    return RuleContext(inputs.graph, steps, facts=inputs.facts, calibration=cal).baseline.median_ns
+
+
+def fitted_calibration(inputs: AnalysisInput, steps: list[Step],
+                       measured_ns: float) -> tuple[Calibration, str] | None:
+    """The calibration to analyse with and the warning that says why, where the replay without
+    the inputs' calibrated costs misses the measured step by more than `MODEL_DISAGREEMENT`;
+    None: no fit is needed. The fitted costs where a factor brings the replay within
+    `FIT_TOLERANCE` of the step, else the calibrated ones (the warning says none fits).
 
     The what-ifs replay the host's time between launches; when the profiler's cost left in it is
     wrong, every fix that frees the host is wrong with it: on HF run_clm.py (GPT-2 bf16,
@@ -97,84 +85,55 @@ def refit(analysis, measured_ns: float) -> float | None:
     promised 2.46x for a fix measured at 1.05x; fitted (costs x2.07), 1.29x. Only torch.profiler
     windows: outside an nsys window the steps still run under nsys's interception, so they are
     not the unprofiled step the costs could be fitted to."""
-    from advisor.analysis import analyze_graph
-    from advisor.engine import profiler_cost
-
-    ctx = analysis.context
-    replayed = analysis.results.replay.unprofiled_median_ns
-    if (ctx is None or not ctx.steps or analysis.graph.info.format != "kineto-json"
-            or not replayed or measured_ns <= 0
-            or abs(replayed - measured_ns) / measured_ns <= MODEL_DISAGREEMENT):
+    graph, base = inputs.graph, inputs.calibration
+    if not steps or graph.info.format != "kineto-json" or measured_ns <= 0:
         return None
-    base = profiler_cost.detect(analysis.graph)
-    cal, k = profiler_cost.fit_to_step(analysis.graph, ctx.steps, base, measured_ns)
+    replayed = replayed_median(inputs, steps, base)
+    if not replayed or abs(replayed - measured_ns) / measured_ns <= MODEL_DISAGREEMENT:
+        return None
+    cal, k = fit_to_step(graph, steps, base, measured_ns)
     head = (f"the replay without the calibrated profiler costs gave {replayed / 1e6:.2f} ms per "
             f"step against {measured_ns / 1e6:.2f} ms measured without the profiler")
-    if not 0 < k < profiler_cost.MAX_SCALE:
+    if not 0 < k < MAX_SCALE:
         # No factor reaches the measured step: what differs is not the profiler's cost (the
         # steps outside the window waited for input, or did other work the window's did not).
-        # The calibrated analysis stays; a pegged factor would skew every host-side what-if.
-        analysis.warnings.append(
-            head + ("; no profiler cost explains it (with none removed the replay is still "
-                    "shorter: the steps outside the window waited for input or did other work)"
-                    if k <= 0 else
-                    f"; even {profiler_cost.MAX_SCALE:g}x the calibrated costs leave the replay "
-                    "longer") + "; estimates are relative to the measured step")
-        return 0.0
-    fresh = analyze_graph(analysis.graph, settings=analysis.settings, facts=ctx.facts,
-                          calibration=cal)
-    fitted = fresh.results.replay.unprofiled_median_ns or 0.0
+        # The calibrated costs stay; a pegged factor would skew every host-side what-if.
+        return base, head + (
+            "; no profiler cost explains it (with none removed the replay is still "
+            "shorter: the steps outside the window waited for input or did other work)"
+            if k <= 0 else
+            f"; even {MAX_SCALE:g}x the calibrated costs leave the replay "
+            "longer") + "; estimates are relative to the measured step"
+    fitted = replayed_median(inputs, steps, cal) or 0.0
     if abs(fitted - measured_ns) / measured_ns > FIT_TOLERANCE:
-        analysis.warnings.append(head + f"; the nearest fit (costs x{k:.2f}) gives "
-                                 f"{fitted / 1e6:.2f} ms, so the calibrated analysis stays; "
-                                 "estimates are relative to the measured step")
-        return 0.0
-    if analysis.source is not None and fresh.source is None:
-        fresh.source = analysis.source
-    analysis.results, analysis.summary, analysis.context = fresh.results, fresh.summary, fresh.context
-    analysis.source = fresh.source
-    analysis.warnings.append(head + f"; the costs were scaled x{k:.2f} to fit the measured step, "
-                             "and the estimates rest on that replay")
-    return k
+        return base, (head + f"; the nearest fit (costs x{k:.2f}) gives {fitted / 1e6:.2f} ms, "
+                      "so the calibrated analysis stays; estimates are relative to the "
+                      "measured step")
+    return cal, (head + f"; the costs were scaled x{k:.2f} to fit the measured step, and the "
+                 "estimates rest on that replay")
 
 
-def apply_measured(analysis, clock: StepClock) -> None:
-    """Attach the measured step and the whole-run account; rebase the estimates on them."""
-    measured = measured_step(clock)
+def measured_inputs(inputs: AnalysisInput, clock: StepClock) -> AnalysisInput:
+    """``inputs`` with the baseline the session measured: the unprofiled step and the whole
+    run's account, and the calibration chosen against that step."""
+    measured: MeasuredStep | None = measured_step(clock)
     acc = account(clock, measured)
-    if measured is not None and analysis.context is not None and analysis.context.steps:
-        why = noisy_host(measured, analysis.context.median_step_ns)
+    notes = list(inputs.notes)
+    steps = analysed_steps(inputs.graph)
+    if measured is not None and steps:
+        why = noisy_host(measured, float(statistics.median(s.time_ns for s in steps)))
         if why is not None:
             measured = replace(measured, noisy=why)
-            analysis.warnings.append(
-                "host too noisy to measure on: " + why + "; no estimate is built on the "
-                "measured step: estimates stay relative to the trace's own step")
-    analysis.measured = measured
-    analysis.run = acc
-    usable = measured is not None and measured.noisy is None
-    # The refit calibrates the profiler's per-event costs: typical step against typical step
-    # (medians), so that a bursty job's slow steps, which a window may not hold, do not bend
-    # them; the estimates are then applied to the mean step the job pays.
-    k = refit(analysis, measured.median_ns) if usable else None
-    r = analysis.results
-    if usable:
-        m = measured.baseline_ns
-        r.baseline_step_ns = m  # the report's one step time is the measured one
-        r.findings = [replace(f, estimate=_rebase(f.estimate, m)) for f in r.findings]
-        r.below_threshold = [replace(f, estimate=_rebase(f.estimate, m)) for f in r.below_threshold]
-        if r.combined is not None:
-            r.combined = _rebase(r.combined, m)
-        replayed = r.replay.unprofiled_median_ns
-        typical = measured.median_ns
-        if replayed and typical > 0:
-            off = (replayed - typical) / typical
-            r.replay = replace(r.replay, measured_vs_replay=off)
-            if abs(off) > MODEL_DISAGREEMENT and k is None:  # a refit has said it already
-                analysis.warnings.append(disagreement(replayed, typical, off,
-                                                      analysis.graph.info.format))
-    extra = run_findings(acc)
-    if acc is not None:
-        acc.total = run_total(acc, r.combined, extra)
-    if extra:
-        r.categories.update(RUN_CATEGORIES)
-        r.findings = sorted(r.findings + extra, key=lambda f: -f.estimate.speedup)
+            notes.append("host too noisy to measure on: " + why + "; no estimate is built on "
+                         "the measured step: estimates stay relative to the trace's own step")
+    calibration, fit = inputs.calibration, None
+    if measured is not None and measured.noisy is None:
+        # The fit calibrates the profiler's per-event costs: typical step against typical step
+        # (medians), so that a bursty job's slow steps, which a window may not hold, do not bend
+        # them; the estimates are then applied to the mean step the job pays.
+        fit = fitted_calibration(inputs, steps, measured.median_ns)
+        if fit is not None:
+            calibration = fit[0]
+            notes.append(fit[1])
+    baseline = MeasuredBaseline(measured, acc, tuple(run_findings(acc)), fit_tried=fit is not None)
+    return replace(inputs, calibration=calibration, measured=baseline, notes=tuple(notes))

@@ -15,11 +15,36 @@ frameworks' outputs (`output_dir`, `default_root_dir`) into the trial's scratch 
 from __future__ import annotations
 
 import importlib.abc
+import inspect
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from advisor.engine.knobs import Knob
+
+
+def override_init(owner: type, overrides: Callable[[dict[str, Any]], dict[str, Any]],
+                  undo: list[Callable[[], None]]) -> None:
+    """Wrap ``owner.__init__`` so its bound arguments pass through ``overrides`` first (how a
+    knob reaches a constructor: a framework's here, the DataLoader's and DDP's in
+    `advisor.capture.knobs`)."""
+    orig = owner.__init__
+    sig = inspect.signature(orig)
+
+    def __init__(self, *args, **kwargs):
+        try:
+            bound = sig.bind(self, *args, **kwargs)
+        except TypeError:  # let the original raise its own error
+            return orig(self, *args, **kwargs)
+        for key, value in (overrides(dict(bound.arguments)) or {}).items():
+            if key in sig.parameters:  # a setting this version does not take is left out
+                bound.arguments[key] = value
+        return orig(*bound.args, **bound.kwargs)
+
+    __init__.__wrapped__ = orig  # type: ignore[attr-defined]
+    owner.__init__ = __init__  # type: ignore[method-assign]
+    undo.append(lambda: setattr(owner, "__init__", orig))
+
 
 HF_MODULE = "transformers.training_args"
 LIGHTNING_MODULES = ("lightning.pytorch.trainer.trainer", "pytorch_lightning.trainer.trainer")
@@ -113,8 +138,6 @@ class FrameworkPatches:
         self._finders.append(finder)
 
     def _patch_hf(self, module: Any) -> None:
-        from advisor.capture.knobs import _override_init
-
         cls = getattr(module, "TrainingArguments", None)
         if cls is None:
             return
@@ -135,11 +158,9 @@ class FrameworkPatches:
                 self.took.update(k for k in ("bf16", "compile") if k in self.knobs)
             return out
 
-        _override_init(cls, overrides, self._undo)
+        override_init(cls, overrides, self._undo)
 
     def _patch_lightning(self, module: Any) -> None:
-        from advisor.capture.knobs import _override_init
-
         cls = getattr(module, "Trainer", None)
         if cls is None:
             return
@@ -155,7 +176,7 @@ class FrameworkPatches:
                 self.took.update(k for k in ("bf16",) if k in self.knobs)
             return out
 
-        _override_init(cls, overrides, self._undo)
+        override_init(cls, overrides, self._undo)
         if self.output_dir is not None and hasattr(cls, "save_checkpoint"):
             self._redirect_save_checkpoint(cls)
 

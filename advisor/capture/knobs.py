@@ -27,29 +27,8 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from advisor.capture.frameworks import FrameworkPatches
+from advisor.capture.frameworks import FrameworkPatches, override_init
 from advisor.engine.knobs import Knob
-
-
-def _override_init(owner: type, overrides: Callable[[dict[str, Any]], dict[str, Any]],
-                   undo: list[Callable[[], None]]) -> None:
-    """Wrap ``owner.__init__`` so its bound arguments pass through ``overrides`` first."""
-    orig = owner.__init__
-    sig = inspect.signature(orig)
-
-    def __init__(self, *args, **kwargs):
-        try:
-            bound = sig.bind(self, *args, **kwargs)
-        except TypeError:  # let the original raise its own error
-            return orig(self, *args, **kwargs)
-        for key, value in (overrides(dict(bound.arguments)) or {}).items():
-            if key in sig.parameters:  # a setting this version does not take is left out
-                bound.arguments[key] = value
-        return orig(*bound.args, **bound.kwargs)
-
-    __init__.__wrapped__ = orig  # type: ignore[attr-defined]
-    owner.__init__ = __init__  # type: ignore[method-assign]
-    undo.append(lambda: setattr(owner, "__init__", orig))
 
 
 class KnobApplier:
@@ -78,7 +57,7 @@ class KnobApplier:
         if "loader" in self.knobs:
             from torch.utils.data import DataLoader
 
-            _override_init(DataLoader, self._loader_settings, self._undo)
+            override_init(DataLoader, self._loader_settings, self._undo)
         if "ddp" in self.knobs:
             from torch.nn.parallel import DistributedDataParallel
 
@@ -88,7 +67,7 @@ class KnobApplier:
                 self.note("DistributedDataParallel(" + _kw(settings) + ")")
                 return settings
 
-            _override_init(DistributedDataParallel, ddp, self._undo)
+            override_init(DistributedDataParallel, ddp, self._undo)
         if "compile" in self.knobs and self.knobs["compile"].settings:
             self._compile_calls(torch)
         self.frameworks.install()

@@ -14,15 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from advisor.capture.options import DEFAULT_TRACE, STATUS_NAME
 from advisor.errors import CaptureError
-
-DEFAULT_TRACE = "cuda,nvtx"
-"""What nsys traces by default (`advisor profile --nsys-trace` changes it): what the analysis
-reads. nsys intercepts the traced APIs for the whole run, not only inside the capture range, and
-OS-runtime, cuBLAS and cuDNN tracing cost the job without feeding any rule: on the H100, nanoGPT's
-steps outside the window ran 28.6 ms with ``cuda,nvtx,osrt,cublas,cudnn`` and 25.0 ms with
-``cuda,nvtx``, against 23.8 ms without nsys (HF Trainer 12.2 vs 11.5 ms, Lightning 4.45 vs 4.00;
-fixtures/unprofiled/h100-2026-11-23b, docs/validation.md)."""
 
 PROFILE_FLAGS = (
     "--sample=none", "--cpuctxsw=none",  # not every kernel lets nsys sample; tracing is enough
@@ -63,9 +56,9 @@ def child_command(opts, target, args: list[str]) -> list[str]:
 
 
 def profile(opts, target, args: list[str], rank) -> int:
-    from advisor.capture import runner
     from advisor.capture.after_window import finish
     from advisor.capture.background import BackgroundAnalysis
+    from advisor.capture.reporting import report, why_nothing
 
     nsys = find_nsys()
     import torch
@@ -75,7 +68,7 @@ def profile(opts, target, args: list[str], rank) -> int:
                            "CUDA GPU; without one, drop --nsys (torch.profiler records CPU traces)")
     base = opts.out / f"nsys_{rank.tag}"
     rep, sqlite = base.with_suffix(".nsys-rep"), base.with_suffix(".sqlite")
-    status_path = opts.out / runner.STATUS_NAME.format(rank=rank.rank)
+    status_path = opts.out / STATUS_NAME.format(rank=rank.rank)
     for stale in (rep, sqlite, status_path):
         stale.unlink(missing_ok=True)
     bg = BackgroundAnalysis(opts, rank, sqlite)
@@ -97,7 +90,7 @@ def profile(opts, target, args: list[str], rank) -> int:
         if done is not None:
             return done
     if not rep.exists():
-        msg = runner.why_nothing(opts, status["complete"], status["explicit"],
+        msg = why_nothing(opts, status["complete"], status["explicit"],
                                  status["optimizer_steps"], status["skipped_reason"], None, code)
         if not status["window_started"] or not status["recorded"]:
             if code != 0:
@@ -110,7 +103,7 @@ def profile(opts, target, args: list[str], rank) -> int:
         if done.returncode != 0 or not sqlite.exists():
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
             raise CaptureError(f"nsys export failed for {rep}: {' / '.join(tail)}")
-    return runner.report(opts, rank, sqlite, code, status["recorded"], status["complete"], status)
+    return report(opts, rank, sqlite, code, status["recorded"], status["complete"], status)
 
 
 def export(nsys: str, rep: Path, sqlite: Path, nice: bool = False) -> subprocess.CompletedProcess:

@@ -1,108 +1,21 @@
-"""`advisor profile`: run the script with the session installed, then analyse what it recorded."""
+"""`advisor profile`: run the script with the session installed, then analyse what it recorded.
+
+The run's order, top to bottom: `profile` picks how the job runs (torchrun, nsys, here);
+`run_here` installs the session and runs the script; `_after_job` records the state and hands
+over to the analysis (beside the job: `advisor.capture.after_window`, else here:
+`advisor.capture.reporting`). The options and the rank are `advisor.capture.options`'.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
-from advisor.capture.nsys import DEFAULT_TRACE
-from advisor.capture.script import SIGINT_EXIT, SIGTERM_EXIT, Target
-from advisor.errors import AdvisorError, CaptureError
-
-STATUS_NAME = "capture_rank{rank}.json"
-
-
-@dataclass
-class ProfileOptions:
-    wait: int | None = None  # None: start recording once the step time has settled
-    steps: int = 10
-    out: Path = Path("advisor-out")
-    json_out: Path | None = None
-    html_out: Path | None = None
-    nsys: bool = False
-    quiet: bool = False
-    nsys_child: bool = False  # internal: running under `nsys profile` started by the parent
-    extra_notes: list[str] = field(default_factory=list)
-    select: tuple[str, ...] = ()  # rule selection and options, as `advisor analyze` takes them
-    ignore: tuple[str, ...] = ()
-    rule_option: tuple[str, ...] = ()
-    isolated: bool = False
-    show_fixes: bool = False
-    stacks: bool = True  # torch.profiler records Python stacks in the window (source lines)
-    nsys_trace: str = DEFAULT_TRACE  # nsys -t (with --nsys)
-    nsys_options: tuple[str, ...] = ()  # more `nsys profile` options (with --nsys)
-    source_root: Path | None = None  # the script's directory: where reports read its lines
-    window_at_s: float | None = None  # --window-at TIME: start recording then
-    then: str = "continue"  # after the window: "continue" (analysis beside the job) or "stop"
-    # --try: the fixes to try after the analysis (`advisor.capture.trial.TrialOptions`), and
-    # the script with its arguments, to run again
-    trial: Any = None
-    trial_target: tuple[Target, list[str]] | None = None
-    trial_cwd: str | None = None  # where the script started: trials start there too (a script
-    # may os.chdir, as Hydra's do, and its relative paths are the profiled run's)
-
-    def cli_args(self) -> list[str]:
-        """These options as `advisor profile` arguments (for the processes we start)."""
-        args = ["--wait", str(self.wait)] if self.wait is not None else []
-        if self.window_at_s is not None:
-            args += ["--window-at", f"{self.window_at_s:g}s"]
-        args += ["--steps", str(self.steps), "--out", str(self.out), "--then", self.then]
-        if self.json_out:
-            args += ["--json", str(self.json_out)]
-        if self.html_out:
-            args += ["--html", str(self.html_out)]
-        if self.nsys:
-            args += ["--nsys", "--nsys-trace", self.nsys_trace]
-            for option in self.nsys_options:
-                args.append(f"--nsys-option={option}")
-        if self.quiet:
-            args.append("--quiet")
-        for flag, values in (("--select", self.select), ("--ignore", self.ignore),
-                             ("--rule-option", self.rule_option)):
-            for value in values:
-                args += [flag, value]
-        if self.isolated:
-            args.append("--isolated")
-        if self.show_fixes:
-            args.append("--show-fixes")
-        if not self.stacks:
-            args.append("--no-stacks")
-        return args
-
-
-@dataclass(frozen=True)
-class Rank:
-    rank: int = 0
-    world: int = 1
-
-    @property
-    def tag(self) -> str:
-        return f"rank{self.rank}"
-
-    @property
-    def prints(self) -> bool:
-        """Only rank 0 of a multi-process job talks on the console."""
-        return self.rank == 0
-
-
-_RANK_VARS = (("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
-              ("PMI_RANK", "PMI_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"))
-
-
-def detect_rank(env: Mapping[str, str] | None = None) -> Rank:
-    """This process's rank from the launcher's environment (torchrun, Open MPI, PMI, Slurm)."""
-    env = os.environ if env is None else env
-    for rank_var, size_var in _RANK_VARS:
-        if rank_var in env:
-            try:
-                return Rank(int(env[rank_var]), int(env.get(size_var, "1") or 1))
-            except ValueError:
-                continue
-    return Rank()
+from advisor.capture.options import ProfileOptions, Rank, detect_rank, write_status
+from advisor.capture.reporting import nothing_recorded, progress_display, report, why_nothing
+from advisor.capture.script import SIGTERM_EXIT, Target
+from advisor.errors import CaptureError
 
 
 def import_torch() -> None:
@@ -175,6 +88,7 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
 
 def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) -> int:
     from advisor.capture import after_window, jobproc, script, session
+    from advisor.capture.capture_state import WindowPlan
     from advisor.capture.window import CudaProfilerRecorder, KinetoRecorder
 
     trace = opts.out / f"trace_{rank.tag}.json.gz"
@@ -188,10 +102,10 @@ def run_here(opts: ProfileOptions, target: Target, args: list[str], rank: Rank) 
     else:
         recorder = KinetoRecorder(trace, stacks=opts.stacks)
     talk = not opts.quiet and rank.prints
-    shown = _progress(opts, rank)
+    shown = progress_display(opts, rank)
     hand = after_window.Handover(opts, rank, trace)
-    plan = session.WindowPlan(opts.wait, opts.steps, at_seconds=opts.window_at_s,
-                              stop_after=opts.then == "stop")
+    plan = WindowPlan(opts.wait, opts.steps, at_seconds=opts.window_at_s,
+                      stop_after=opts.then == "stop")
     sess = session.Session(plan, recorder,
                            progress=session.progress_to_stderr if talk else None,
                            status=shown.note, on_window_closed=hand.window_closed,
@@ -236,7 +150,7 @@ def _after_job(opts: ProfileOptions, rank: Rank, sess, recorder, hand, trace: Pa
     if opts.nsys_child:
         return code
     if not recorder.written:
-        return _nothing_recorded(opts, state, code, recorder.error)
+        return nothing_recorded(opts, state, code, recorder.error)
     if hand.background is not None:
         done = hand.job_ended(state, code)
         if done is not None:
@@ -275,141 +189,3 @@ def _terminated(opts: ProfileOptions, rank: Rank, sess, recorder, hand) -> None:
     if rank.prints:
         print(f"advisor: the job was terminated (SIGTERM); the analysis beside it writes its "
               f"reports to {opts.out}", file=sys.stderr)
-
-
-def _progress(opts: ProfileOptions, rank: Rank):
-    """The progress display: rank 0 only, on a terminal, not with --quiet."""
-    from advisor.report.progress import Progress
-
-    return Progress.on_stderr(opts.quiet) if rank.prints else Progress(False)
-
-
-def write_status(out: Path, rank: Rank, code: int | None, state) -> None:
-    """The nsys child's state for the parent (``exit_code`` None: the job still runs)."""
-    from advisor.capture.background import write_json_atomic
-
-    status = {"exit_code": code, "rank": rank.rank, "world": rank.world, **asdict(state)}
-    write_json_atomic(out / STATUS_NAME.format(rank=rank.rank), status)
-
-
-def why_nothing(opts: ProfileOptions, complete: list[int], explicit: bool, optimizer_steps: int,
-                skipped: str | None, error: str | None, code: int = 0) -> str:
-    if error or skipped:
-        return f"nothing was recorded: {error or skipped}"
-    if code in (SIGINT_EXIT, SIGTERM_EXIT) and (complete or optimizer_steps or explicit):
-        from advisor.capture.after_window import interrupted_before
-
-        return interrupted_before(opts, complete, code)
-    if not complete and not optimizer_steps and not explicit:
-        if code != 0:  # it failed before training: its own error above says why, not us
-            return (f"the script exited with {code} before its first training step (its error "
-                    "is above): nothing was recorded")
-        return ("no training steps found: the script never called optimizer.step() of a "
-                "torch.optim optimizer; mark its loop with advisor.capture.step()")
-    n = len(complete)
-    if opts.wait is None:
-        from advisor.capture.settle import SETTLE_BLOCK
-
-        return (f"the script ran {n} complete step{'s' if n != 1 else ''}, and the window "
-                f"starts once the step time has settled (at least {2 * SETTLE_BLOCK + 1} "
-                "steps); pin it with --wait N or run more steps")
-    return (f"the script ran {n} complete step{'s' if n != 1 else ''}, fewer than the "
-            f"{opts.wait + 1} needed to reach the recorded window (--wait {opts.wait}); "
-            "lower --wait or run more steps")
-
-
-def _nothing_recorded(opts: ProfileOptions, state, code: int, error: str | None) -> int:
-    msg = why_nothing(opts, state.complete, state.explicit, state.optimizer_steps,
-                      state.skipped_reason, error, code)
-    if code != 0:
-        print(f"advisor: {msg}", file=sys.stderr)
-        return code
-    raise CaptureError(msg)
-
-
-def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: list[int],
-           complete: list[int], state=None) -> int:
-    """Analyse the recorded steps and render them like `advisor analyze`; ``state`` (the
-    session's state, or the nsys child's status) adds the measured steps and the whole run."""
-    talk = not opts.quiet and rank.prints
-    if not recorded:
-        msg = "the recorded window holds no complete step"
-        if code != 0:
-            print(f"advisor: {msg} (the script exited with {code})", file=sys.stderr)
-            return code
-        raise CaptureError(msg)
-    try:
-        progress = _progress(opts, rank)
-        from advisor.engine.host import HostFacts
-
-        facts = HostFacts.from_state(state) if state is not None else None
-        analysis = analyze_recorded(trace, recorded, opts, progress, facts)
-        if state is not None:
-            from advisor.capture.baseline import apply_measured
-            from advisor.capture.steptimes import StepClock
-
-            apply_measured(analysis, StepClock.from_state(state))
-        render(analysis, opts, rank, talk, progress)
-        if opts.trial is not None and opts.trial_target is not None and code == 0:
-            _try(analysis, opts, rank, talk)
-    except AdvisorError as e:
-        if code == 0:
-            raise
-        from advisor.safe_text import plain
-
-        print(f"advisor: error: {plain(e)}", file=sys.stderr)
-        return code
-    if talk:
-        print(f"advisor: trace {trace}; {len(recorded)} steps recorded"
-              + (f"; the script exited with {code}" if code else ""), file=sys.stderr)
-    return code
-
-
-def _try(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
-    """``--try``: run the trials (`advisor.capture.trial`), then write every report again with
-    the measurements beside the estimates; the console gets the trials' section only."""
-    from rich.console import Console
-
-    from advisor.capture.trial import run_after_analysis
-    from advisor.report.console import render_tried
-
-    analysis.tried = run_after_analysis(analysis, opts, talk)
-    render(analysis, opts, rank, False)
-    if talk:
-        render_tried(analysis.tried, Console(stderr=True, highlight=False))
-
-
-def analyze_recorded(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,
-                     progress=None, facts=None):
-    """`advisor.analysis.analyze`, keeping only steps that ran to their end in the window
-    (a load option: `advisor.ingest.base.LoadOptions.recorded_steps`); ``facts``: what the
-    session recorded about the host and the script (`advisor.engine.host`)."""
-    from advisor.analysis import analyze_shown
-    from advisor.config import settings_from_flags
-    from advisor.ingest.base import LoadOptions, load_trace
-    from advisor.report.progress import Progress
-
-    opts = opts or ProfileOptions()
-    settings = settings_from_flags(opts.select, opts.ignore, opts.rule_option, opts.isolated)
-    progress = progress or Progress(False)
-    load = LoadOptions(max_steps=max(LoadOptions.max_steps, len(recorded)),
-                       recorded_steps=frozenset(recorded))
-    with progress.stage(f"reading {trace.name}") as stage:
-        graph = load_trace(trace, load)
-        stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, "
-                   f"{len(graph.steps)} steps found")
-    analysis = analyze_shown(graph, settings, progress, facts)
-    analysis.source_roots = [r for r in (opts.source_root, Path.cwd()) if r is not None]
-    return analysis
-
-
-def render(analysis, opts: ProfileOptions, rank: Rank, talk: bool, progress=None) -> None:
-    """Every report of the analysis through `advisor.report.emit`; the script owns stdout, so
-    advisor's summary goes to stderr."""
-    from advisor.capture.window import rank_suffixed
-    from advisor.report.emit import emit
-
-    json_out = rank_suffixed(opts.json_out, rank.rank, rank.world) if opts.json_out else None
-    html_out = rank_suffixed(opts.html_out, rank.rank, rank.world) if opts.html_out else None
-    emit(analysis, json_out, html_out, quiet=not talk, show_fixes=opts.show_fixes,
-         progress=progress, stderr=True, records=[opts.out / f"analysis_{rank.tag}.json"])

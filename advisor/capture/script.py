@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from types import TracebackType
 
-from advisor.capture.session import StopAfterWindow
+from advisor.capture.capture_state import StopAfterWindow
 from advisor.errors import CaptureError, ExitCode
 
 SIGINT_EXIT = 130

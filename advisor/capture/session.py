@@ -32,9 +32,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.capture.capture_state import CaptureState, StopAfterWindow, WindowPlan
+from advisor.capture.hooks import Hooks
+from advisor.capture.host_probe import record_host
 from advisor.capture.marks import Marker, nvtx_backend
 from advisor.capture.settle import SETTLE_MAX_WAIT, prefetched_batches, settle_reason
 from advisor.graph.gemm_shapes import SHAPE_PROBE_RANGE
@@ -43,97 +45,10 @@ DISCOVERY_STEPS = 3
 """Steps during which global module hooks look for the top-level modules before giving up."""
 
 
-HOST_ACTIVITIES = ("data", "loader_start", "eval", "checkpoint")
-"""Host work timed on every step (ns per step): time in a DataLoader iterator's ``__next__``,
-in starting one (``iter(loader)``: worker processes start there), in forward passes with
-autograd off (evaluation), in ``torch.save`` (checkpoints)."""
-
-
-STEPS_MEASURED_AFTER = 20
-"""Unprofiled steps timed after the window before the measured step is handed to the analysis
-running beside the job (`advisor.capture.background`) and before ``--then stop`` stops the job:
-the steps before the window are warm-up, so these are the first steady steps the clock sees."""
-
-
-class StopAfterWindow(KeyboardInterrupt):
-    """Raised into the script at a step boundary by ``--then stop``: a KeyboardInterrupt, so the
-    script's own clean-up for Ctrl-C runs (frameworks end ``fit`` gracefully on it)."""
-
-
-@dataclass
-class WindowPlan:
-    wait: int | None = None  # steps before the recorded window; None: until the step settles
-    steps: int = 10  # steps recorded
-    at_seconds: float | None = None  # or: the first boundary this long after the start
-    stop_after: bool = False  # --then stop: end the job once the measured steps are in
-    measure_after: int = STEPS_MEASURED_AFTER
-
-
-@dataclass
-class CaptureState:
-    """What the session saw; written to the status file and used to pick what to analyse."""
-
-    complete: list[int] = field(default_factory=list)  # indices of steps that ran to their end
-    recorded: list[int] = field(default_factory=list)  # complete steps inside the window
-    incomplete: list[str] = field(default_factory=list)  # recorded step ranges that did not end
-    window_started: bool = False
-    window_done: bool = False
-    skipped_reason: str | None = None  # why the window was not recorded
-    explicit: bool = False  # steps came from advisor.capture.step()
-    optimizers: int = 0  # distinct optimizers in the step cycle, once known
-    optimizer_steps: int = 0
-    top_modules: list[str] = field(default_factory=list)
-    # Host clock (perf_counter_ns, relative to `run_start_ns`) of every step that ran to its end:
-    # [index, start, end]; a step starts after the window's own start/stop work is done.
-    step_times: list[list[int]] = field(default_factory=list)
-    # Host activities per step, ns (HOST_ACTIVITIES), by step index; -1: outside any step.
-    activity: dict[int, dict[str, int]] = field(default_factory=dict)
-    window_first: int | None = None  # index of the first recorded step
-    window_pinned: bool = False  # the user set --wait
-    settled_at: int | None = None  # step after which the step time was judged settled
-    window_reason: str = ""  # when the window opened and why, for the reports
-    run_start_ns: int = 0
-    run_end_ns: int | None = None
-    stopped_after_window: bool = False  # --then stop ended the job
-    run_start_unix: float = 0.0  # wall clock at `run_start_ns`, to line up with other processes
-    # For fixes in the script's own framework and loader estimates bounded by the host
-    # (`advisor.engine.host`): CPUs this process may use, the DataLoader the loop draws from
-    # (its settings), framework packages imported, packages on the first optimizer.step()'s stack.
-    host_cores: int | None = None
-    loader: dict[str, Any] | None = None
-    framework_modules: list[str] = field(default_factory=list)
-    loop_modules: list[str] = field(default_factory=list)
-
-
-FRAMEWORK_MODULES = ("lightning", "lightning.pytorch", "pytorch_lightning", "transformers",
-                     "transformers.trainer", "accelerate", "deepspeed", "timm")
-"""Packages whose presence `advisor.engine.framework` reads (not the whole ``sys.modules``)."""
-
-
-def _loader_config(it: Any) -> dict[str, Any]:
-    """A DataLoader iterator's settings, from its private attributes (stable since 1.7)."""
-    return {"num_workers": int(getattr(it, "_num_workers", 0) or 0),
-            "pin_memory": bool(getattr(it, "_pin_memory", False)),
-            "persistent_workers": bool(getattr(it, "_persistent_workers", False)),
-            "prefetch_factor": getattr(it, "_prefetch_factor", None),
-            "batch_size": getattr(getattr(it, "_index_sampler", None), "batch_size", None)}
-
-
-def _stack_packages(depth: int = 60) -> list[str]:
-    """Top-level package names on the calling stack, innermost first, each once."""
-    out: list[str] = []
-    frame = sys._getframe(1)
-    while frame is not None and depth:
-        mod = frame.f_globals.get("__name__", "")
-        parts = mod.split(".")
-        for name in (".".join(parts[:2]), parts[0]):
-            if name and name not in out and parts[0] not in ("advisor", "click", "runpy"):
-                out.append(name)
-        frame, depth = frame.f_back, depth - 1
-    return out
-
-
 class Session:
+    """One script's loop as the hooks see it: the open step and phase, the recorded window,
+    the marks, and the state (`CaptureState`) the reports are built from."""
+
     def __init__(self, plan: WindowPlan | None, recorder: Any = None, *,
                  progress: Callable[[str], None] | None = None,
                  status: Callable[[str], None] | None = None, nvtx: str = "auto",
@@ -141,7 +56,7 @@ class Session:
                  on_measured: Callable[[CaptureState], None] | None = None) -> None:
         import torch
 
-        self._torch = torch
+        self.torch = torch
         self.plan = plan or WindowPlan()
         self.recorder = recorder
         self.state = CaptureState()
@@ -159,28 +74,23 @@ class Session:
         self._step_recorded = False
         self.phase: str | None = None
         self._phase_mark: tuple[Any, Any] | None = None
-        self._explicit_phases: list[tuple[Any, Any]] = []
+        self.explicit_phases: list[tuple[Any, Any]] = []
         self.depth = 0  # calls of hooked modules on the loop thread
         self.in_backward = False
         self.in_data = False
         self.opt_depth = 0
         self._cycle: list[int] = []
         self._boundary: int | None = None  # id() of the optimizer whose step ends a step
-        self._discovering = True
+        self.discovering = True
         self._discovery_left = DISCOVERY_STEPS
-        self._top: dict[int, Any] = {}  # id -> module, top-level modules seen while discovering
-        self._handles: list[Any] = []
-        self._module_handles: list[Any] = []
-        self._undo: list[Callable[[], None]] = []
-        self._loss_type: type = torch.nn.modules.loss._Loss
-        self.installed = False
-        self._clock = time.perf_counter_ns
-        self._t0 = self._clock()
+        self.top: dict[int, Any] = {}  # id -> module, top-level modules seen while discovering
+        self.clock = time.perf_counter_ns
+        self._t0 = self.clock()
         self.state.run_start_ns = self._t0  # the step clock's origin (advisor.capture.pystacks)
         self.state.run_start_unix = time.time()
         self._step_start = 0
         self._act: dict[str, int] = {}  # host activities of the open step (or before the first)
-        self._eval_from: int | None = None
+        self.eval_from: int | None = None
         self._prepared_at: int | None = None
         # Called (guarded) when the window's trace is written, and once `measure_after` steps
         # later: what starts the analysis beside the job (`advisor.capture.runner`).
@@ -191,7 +101,8 @@ class Session:
         self._finishing = False
         self._recorder_busy = False  # a recorder action (start, stop, trace write) under way
         self.handing_over = False  # a callback to the analysis beside the job under way
-        self._graph_captures = 0  # CUDA graph captures under way (any thread)
+        self.graph_captures = 0  # CUDA graph captures under way (any thread)
+        self.hooks = Hooks(self)
 
     # ----- marks -----------------------------------------------------------------------------
 
@@ -225,7 +136,7 @@ class Session:
         if self._prepared_at is None:
             if plan.at_seconds is not None:  # --window-at TIME: the first boundary after it
                 st.window_pinned = True
-                if self._clock() - self._t0 < plan.at_seconds * 1e9:
+                if self.clock() - self._t0 < plan.at_seconds * 1e9:
                     return False, False
                 self._prepared_at = n
                 st.settled_at = n
@@ -290,12 +201,12 @@ class Session:
             prof = self._profiling()  # the step's name is made only when something shows it
             self._step_mark = (self.marker.open(f"step {n}", "step", prof)
                                if prof or self.marker.live else None)
-        self._step_start = self._clock() - self._t0
+        self._step_start = self.clock() - self._t0
 
     def _end_step(self, complete: bool) -> None:
         if self.index < 0:
             return
-        end = self._clock() - self._t0
+        end = self.clock() - self._t0
         if self.phase is not None or self._phase_mark is not None:
             self.set_phase(None)
         n = self.index
@@ -349,7 +260,7 @@ class Session:
                             f"{self.plan.measure_after} steps (--then stop)"
                             if self.plan.stop_after else "; the job runs on unprofiled"))
             if self.state.recorded and self.index < 0 and not self._finishing:
-                self._record_host()  # the analysis beside the job starts now: give it the host
+                record_host(self.state)  # the analysis beside the job starts now: give it the host
                 last = self.state.recorded[-1]
                 self._measured_at = last + 1 + max(1, self.plan.measure_after)
                 if self._on_window_closed is not None:
@@ -379,17 +290,17 @@ class Session:
         ``make_graphed_callables`` and torch.compile's CUDA graphs call), not a CUDA call per step:
         `benchmarks/hook_cost.py` measured +3.3% on a launch-bound H100 step with the hooks of the
         version that asked the runtime at each boundary."""
-        return self._graph_captures > 0
+        return self.graph_captures > 0
 
     def boundary(self) -> None:
         """The end of one step and the start of the next."""
-        if self._graph_captures > 0:  # `_capturing`, inlined: this runs at every boundary
+        if self.graph_captures > 0:  # `_capturing`, inlined: this runs at every boundary
             return  # a CUDA graph is being captured: its replays run no hooks anyway
         n = self.index
         self._end_step(complete=True)
-        if self._discovering:
+        if self.discovering:
             self._discovery_left -= 1
-            if self._top or self._discovery_left <= 0:
+            if self.top or self._discovery_left <= 0:
                 self._end_discovery()
         if n >= 0 and n == self._measured_at:
             self._after_measured()
@@ -427,9 +338,9 @@ class Session:
         self._begin_step()
 
     def explicit_step_exit(self, complete: bool) -> None:
-        if self.state.explicit and self._discovering:
+        if self.state.explicit and self.discovering:
             self._discovery_left -= 1
-            if self._top or self._discovery_left <= 0:
+            if self.top or self._discovery_left <= 0:
                 self._end_discovery()
         n = self.index
         self._end_step(complete)
@@ -437,231 +348,25 @@ class Session:
             self._after_measured()
 
     def explicit_phase_enter(self, name: str) -> None:
-        if not self._explicit_phases:
+        if not self.explicit_phases:
             self.set_phase(None)
-        self._explicit_phases.append(self.marker.open(name, "phase", self._profiling()))
+        self.explicit_phases.append(self.marker.open(name, "phase", self._profiling()))
 
     def explicit_phase_exit(self) -> None:
-        if self._explicit_phases:
-            self.marker.close(self._explicit_phases.pop())
+        if self.explicit_phases:
+            self.marker.close(self.explicit_phases.pop())
 
     # ----- hooks -----------------------------------------------------------------------------
 
+    @property
+    def installed(self) -> bool:
+        return self.hooks.installed
+
     def install(self) -> None:
-        """Install the hooks; `uninstall` restores everything."""
-        torch = self._torch
-        from torch.nn.modules import module as module_mod
-        from torch.optim import optimizer as optimizer_mod
-        from torch.utils.data import dataloader as dataloader_mod
+        """Install the hooks (`advisor.capture.hooks`); `uninstall` restores everything."""
+        self.hooks.install()
 
-        get_ident = threading.get_ident
-        is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)  # torch < 2.3
-        s = self
-        loss_type = self._loss_type
-        clock = self._clock
-        grad_enabled = torch.is_grad_enabled
-
-        def opt_pre(opt, args, kwargs):
-            if get_ident() != s.tid:
-                return None
-            s.opt_depth += 1
-            if s.opt_depth == 1 and not s._explicit_phases and s.phase != "optimizer":
-                s.set_phase("optimizer")
-            return None
-
-        def opt_post(opt, args, kwargs):
-            if get_ident() != s.tid:
-                return
-            s.opt_depth -= 1
-            if s.opt_depth:
-                return
-            s.state.optimizer_steps += 1
-            if s.state.optimizer_steps == 1:  # who runs the loop: once, a stack walk
-                s.state.loop_modules = _stack_packages()
-            if s.phase == "optimizer":
-                s.set_phase(None)
-            if not s.state.explicit and s._is_boundary(opt):
-                s.boundary()
-
-        def module_pre(module, args):
-            if is_compiling() or get_ident() != s.tid:
-                return None
-            s.depth += 1
-            if s.depth == 1 and s._eval_from is None and not grad_enabled():
-                s._eval_from = clock()  # a forward pass with autograd off: evaluation
-            if s.depth == 1 and not (s.in_backward or s.opt_depth or s.in_data
-                                     or s._explicit_phases):
-                if isinstance(module, loss_type):
-                    if s.phase != "loss":
-                        s.set_phase("loss")
-                else:
-                    if s._discovering:
-                        s._top[id(module)] = module
-                    s.set_phase("forward")
-            return None
-
-        def module_post(module, args, output):
-            if is_compiling() or get_ident() != s.tid:
-                return None
-            s.depth -= 1
-            if s.depth == 0:
-                if s._eval_from is not None:
-                    s.add_activity("eval", clock() - s._eval_from)
-                    s._eval_from = None
-                if s.phase == "forward":
-                    s.set_phase("loss")
-            return None
-
-        self._module_pre, self._module_post = module_pre, module_post
-        self._handles += [
-            optimizer_mod.register_optimizer_step_pre_hook(opt_pre),
-            optimizer_mod.register_optimizer_step_post_hook(opt_post),
-            module_mod.register_module_forward_pre_hook(module_pre),
-            module_mod.register_module_forward_hook(module_post, always_call=True),
-        ]
-
-        base_iter = dataloader_mod._BaseDataLoaderIter
-        orig_next = base_iter.__next__
-        cpu_clock = time.thread_time_ns
-        batches: dict[int, int] = {}  # id(loader) -> batches drawn by the loop thread
-        leading: list[Any] = [None]  # (dataset id, iterator id) whose settings state.loader holds
-
-        def loader_seen(it):
-            # the settings of the loader the loop draws the most batches from; read again only
-            # when another iterator takes the lead (each batch of the same one: a count)
-            key = id(getattr(it, "_dataset", it))
-            n = batches[key] = batches.get(key, 0) + 1
-            cur = s.state.loader
-            if cur is None or n > cur.get("_batches", 0):
-                if cur is not None and leading[0] == (key, id(it)):
-                    cur["_batches"] = n
-                else:
-                    leading[0] = (key, id(it))
-                    s.state.loader = {**_loader_config(it), "_batches": n}
-
-        def counted(t: int, c: int | None) -> None:
-            act = s._act  # `add_activity`, inlined: once per batch
-            act["data"] = act.get("data", 0) + clock() - t
-            act["data_batches"] = act.get("data_batches", 0) + 1
-            if c is not None:
-                act["data_cpu"] = act.get("data_cpu", 0) + cpu_clock() - c
-                act["data_cpu_batches"] = act.get("data_cpu_batches", 0) + 1
-
-        def __next__(it):
-            if s.in_data or get_ident() != s.tid:
-                return orig_next(it)
-            # The loop thread's CPU time: with num_workers=0, the batch's whole loading cost
-            # (`advisor.engine.host`). Read only there: the thread's CPU clock is a system call
-            # (2 us a read on the shared development machine, `benchmarks/hook_cost.py --parts`),
-            # and with workers the rules do not use it.
-            t = clock()
-            c = None if getattr(it, "_num_workers", 0) else cpu_clock()
-            loader_seen(it)
-            if s._explicit_phases:
-                try:
-                    return orig_next(it)
-                finally:
-                    counted(t, c)
-            s.in_data = True
-            s.set_phase("data")
-            try:
-                return orig_next(it)
-            finally:
-                s.in_data = False
-                if s.phase == "data":
-                    s.set_phase(None)
-                counted(t, c)
-
-        __next__.__wrapped__ = orig_next  # type: ignore[attr-defined]
-        base_iter.__next__ = __next__
-        self._undo.append(lambda: setattr(base_iter, "__next__", orig_next))
-        # Starting an iterator (each epoch, unless persistent_workers) starts its worker
-        # processes; the first batch then waits for them inside __next__.
-        self._time_calls(dataloader_mod.DataLoader, "__iter__", "loader_start",
-                         counts=_starts_workers)
-        self._time_calls(torch, "save", "checkpoint")
-        self._count_graph_captures()
-
-        autograd = torch.autograd
-        orig_backward = autograd.backward
-
-        def backward(*args, **kwargs):
-            if s.in_backward or get_ident() != s.tid:
-                return orig_backward(*args, **kwargs)
-            s.in_backward = True
-            auto = not s._explicit_phases
-            if auto:
-                s.set_phase("backward")
-            try:
-                return orig_backward(*args, **kwargs)
-            finally:
-                s.in_backward = False
-                if auto and s.phase == "backward":
-                    # What follows backward (clipping, unscaling) belongs to the update; with
-                    # gradient accumulation the next data or forward closes it at once.
-                    s.set_phase("optimizer")
-
-        backward.__wrapped__ = orig_backward  # type: ignore[attr-defined]
-        backward.__doc__ = orig_backward.__doc__
-        autograd.backward = backward
-        self._undo.append(lambda: setattr(autograd, "backward", orig_backward))
-        self.installed = True
-
-    def _count_graph_captures(self) -> None:
-        graph = getattr(self._torch.cuda, "CUDAGraph", None)
-        if graph is None or not hasattr(graph, "capture_begin"):
-            return
-        s = self
-
-        def wrap(attr: str, delta: int) -> None:
-            orig = getattr(graph, attr)
-
-            def counted(*args, **kwargs):
-                if delta > 0:
-                    s._graph_captures += 1
-                    try:
-                        return orig(*args, **kwargs)
-                    except BaseException:
-                        s._graph_captures -= 1
-                        raise
-                try:
-                    return orig(*args, **kwargs)
-                finally:
-                    s._graph_captures = max(0, s._graph_captures - 1)
-
-            counted.__wrapped__ = orig  # type: ignore[attr-defined]
-            counted.__doc__ = orig.__doc__
-            counted.__name__ = attr
-            setattr(graph, attr, counted)
-            self._undo.append(lambda: setattr(graph, attr, orig))
-
-        wrap("capture_begin", +1)
-        wrap("capture_end", -1)
-
-    def _time_calls(self, owner: Any, attr: str, activity: str,
-                    counts: Callable[..., bool] | None = None) -> None:
-        """Wrap ``owner.attr`` so the loop thread's calls of it add to a host activity
-        (those for which ``counts(*args)`` holds, when given)."""
-        orig = getattr(owner, attr)
-        get_ident, clock, s = threading.get_ident, self._clock, self
-
-        def timed(*args, **kwargs):
-            if get_ident() != s.tid or (counts is not None and not counts(*args, **kwargs)):
-                return orig(*args, **kwargs)
-            t = clock()
-            try:
-                return orig(*args, **kwargs)
-            finally:
-                s.add_activity(activity, clock() - t)
-                s.add_activity(activity + "_calls", 1)
-
-        timed.__wrapped__ = orig  # type: ignore[attr-defined]
-        timed.__doc__ = orig.__doc__
-        timed.__name__ = getattr(orig, "__name__", attr)
-        setattr(owner, attr, timed)
-        self._undo.append(lambda: setattr(owner, attr, orig))
-
-    def _is_boundary(self, opt: Any) -> bool:
+    def is_boundary(self, opt: Any) -> bool:
         """Whether this optimizer's step ends a training step (the cycle's last optimizer)."""
         key = id(opt)
         if self._boundary is not None:
@@ -677,24 +382,16 @@ class Session:
         """Keep module hooks only on the top-level modules found (or none)."""
         if self.depth:
             return  # inside a module call: try again at the next boundary
-        self._discovering = False
-        for h in self._handles[2:]:
-            h.remove()
-        del self._handles[2:]
-        for module in self._top.values():
-            self._module_handles += [
-                module.register_forward_pre_hook(self._module_pre),
-                module.register_forward_hook(self._module_post, always_call=True),
-            ]
-            self.state.top_modules.append(type(module).__name__)
-        self._top = {}
+        self.discovering = False
+        self.state.top_modules += self.hooks.keep_only(self.top.values())
+        self.top = {}
 
     def finish(self) -> None:
         """The script ended (or raised): close what is open, stop the window, remove hooks."""
         self._finishing = True
-        for mark in reversed(self._explicit_phases):
+        for mark in reversed(self.explicit_phases):
             self.marker.close(mark)
-        self._explicit_phases.clear()
+        self.explicit_phases.clear()
         if self.index >= 0:
             self._end_step(complete=False)
         if self.window_open:
@@ -702,8 +399,8 @@ class Session:
         elif getattr(self.recorder, "probing", False):  # ended inside the shape probe
             self._guarded(lambda: self.recorder.stop([]))
         self._flush_activity(-1)
-        self.state.run_end_ns = self._clock() - self._t0
-        self._record_host()
+        self.state.run_end_ns = self.clock() - self._t0
+        record_host(self.state)
         self.uninstall()
 
     def terminate(self) -> None:
@@ -729,33 +426,8 @@ class Session:
         self._on_window_closed = self._on_measured = None
         self.plan.stop_after = False
 
-    def _record_host(self) -> None:
-        """The host's cores and the framework packages the script imported."""
-        import os
-
-        try:
-            self.state.host_cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):  # not Linux
-            self.state.host_cores = os.cpu_count()
-        self.state.framework_modules = [m for m in FRAMEWORK_MODULES if m in sys.modules]
-
     def uninstall(self) -> None:
-        for h in self._handles + self._module_handles:
-            h.remove()
-        self._handles.clear()
-        self._module_handles.clear()
-        for undo in reversed(self._undo):
-            undo()
-        self._undo.clear()
-        self.installed = False
-
-
-def _starts_workers(loader: Any, *args: Any, **kwargs: Any) -> bool:
-    """Whether ``iter(loader)`` starts worker processes (persistent ones start only once)."""
-    if getattr(loader, "num_workers", 0) <= 0:
-        return False
-    return not (getattr(loader, "persistent_workers", False)
-                and getattr(loader, "_iterator", None) is not None)
+        self.hooks.uninstall()
 
 
 _active: Session | None = None

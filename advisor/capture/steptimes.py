@@ -26,86 +26,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from advisor.engine.measured import MeasuredStep
+
 MIN_MEASURED_STEPS = 3
 """Fewer measured steps than this give no measured step (one or two are noise, not a median)."""
 
 FAR_OUT_IQR = 3.0
 """Tukey's far-out fence: a step above Q3 + 3 IQR is not the steady step's own variation."""
 
-BURSTY_RATIO = 1.2
-"""A mean step this many times its median is a bursty distribution: a few long steps carry a
-real share of the run (a loader whose workers catch up every few steps), so the typical step
-and the step the user pays differ, and the report says so."""
-
 SLOW_STEP_RATIO = 1.5
 """For the cause of burstiness, a step this many times the median is one of the slow ones."""
 
 CAUSE_SHARE = 0.5
 """The slow steps' excess is put down to the data wait when the wait explains this much of it."""
-
-MODEL_DISAGREEMENT = 0.10
-"""When the replay of the trace without the profiler's overhead misses the measured step by more
-than this fraction, the report warns: the calibration does not fit this job."""
-
-
-@dataclass(frozen=True)
-class MeasuredStep:
-    """Host-clock statistics of the steady steps outside the window (ns)."""
-
-    median_ns: float
-    mean_ns: float
-    stdev_ns: float
-    p10_ns: float
-    p90_ns: float
-    count: int
-    steps: tuple[int, ...] = ()  # the step indices measured
-    outliers: tuple[int, ...] = ()  # steady-phase steps left out as far outliers
-    window: str = ""  # when the recorded window opened and why (`advisor.capture.settle`)
-    burst_cause: str = ""  # what the slow steps of a bursty distribution did, when timed
-    noisy: str | None = None  # why this host is too noisy to build estimates on (baseline.py)
-    # The spread of the steps less their timed data wait: the variation the job's own input
-    # pipeline does not explain (equal to ``stdev_ns`` when no DataLoader was timed).
-    unexplained_stdev_ns: float = 0.0
-
-    @property
-    def baseline_ns(self) -> float:
-        """The step the user pays: the mean of the steady steps (see the module docstring)."""
-        return self.mean_ns
-
-    @property
-    def bursty(self) -> bool:
-        return self.median_ns > 0 and self.mean_ns > BURSTY_RATIO * self.median_ns
-
-    def to_dict(self) -> dict[str, Any]:
-        ms = lambda ns: round(ns / 1e6, 4)  # noqa: E731
-        return {"baseline_ms": ms(self.baseline_ns), "basis": "mean",
-                "median_ms": ms(self.median_ns), "mean_ms": ms(self.mean_ns),
-                "stdev_ms": ms(self.stdev_ns), "p10_ms": ms(self.p10_ns), "p90_ms": ms(self.p90_ns),
-                "count": self.count, "first_step": min(self.steps) if self.steps else None,
-                "last_step": max(self.steps) if self.steps else None,
-                "outliers": len(self.outliers),
-                "bursty": self.bursty,
-                "mean_over_median": (round(self.mean_ns / self.median_ns, 3)
-                                     if self.median_ns else None),
-                "burst_cause": self.burst_cause or None,
-                "window": self.window or None,
-                "noisy_host": self.noisy,
-                "source": "host clock at step boundaries outside the recorded window"}
-
-    def describe(self) -> list[str]:
-        """The lines every view prints under the step time: typical step, spread, burstiness,
-        when the window opened."""
-        ms = lambda ns: f"{ns / 1e6:.3f} ms"  # noqa: E731
-        out = [f"typical step (median) {ms(self.median_ns)}, p10-p90 {ms(self.p10_ns)}-"
-               f"{ms(self.p90_ns)}, stdev {ms(self.stdev_ns)} over {self.count} unprofiled steps"]
-        if self.bursty:
-            out.append(f"bursty: the mean step is {self.mean_ns / self.median_ns:.2f}x the "
-                       "median (a few long steps carry a real share of the run)"
-                       + (f"; {self.burst_cause}" if self.burst_cause else ""))
-        if self.window:
-            out.append(self.window)
-        return out
-
 
 @dataclass(frozen=True)
 class StepClock:

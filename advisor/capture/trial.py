@@ -349,7 +349,7 @@ def _per_run_s(analysis: Any, opts: Any) -> float | None:
 
 
 def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
-    """`advisor.capture.runner.report`'s hook: try the analysis's fixes on the script."""
+    """`advisor.capture.reporting.report`'s hook: try the analysis's fixes on the script."""
     target, args = opts.trial_target
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
     held = release_gpu_memory()

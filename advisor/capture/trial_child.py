@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from advisor.capture import session
+from advisor.capture.capture_state import StopAfterWindow, WindowPlan
 from advisor.capture.knobs import KnobApplier
 from advisor.capture.scratch import Scratch
-from advisor.capture.session import Session, StopAfterWindow, WindowPlan
+from advisor.capture.session import Session
 from advisor.capture.steptimes import MIN_MEASURED_STEPS, StepClock, measured_step
 from advisor.engine.knobs import parse_knob
 
@@ -51,9 +52,9 @@ class TrialSession(Session):
         return max(self._starts.values(), default=0)
 
     def _end_discovery(self) -> None:
-        found = [] if self.depth else list(self._top.values())
+        found = [] if self.depth else list(self.top.values())
         super()._end_discovery()
-        if not self._discovering and found:
+        if not self.discovering and found:
             self.applier.top_modules(found)
 
     def boundary(self) -> None:
@@ -69,7 +70,7 @@ class TrialSession(Session):
         st = self.state
         if self._stop_raised or not st.step_times:
             return
-        now = self._clock()
+        now = self.clock()
         if st.settled_at is None:
             # the test that opens `advisor profile`'s window: the step time, the data wait and
             # the loader's prefetched batches (`Session._settled_why`), or SETTLE_MAX_WAIT steps
@@ -98,7 +99,7 @@ class TrialSession(Session):
 
         __iter__.__wrapped__ = orig  # type: ignore[attr-defined]
         DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
-        self._undo.append(lambda: setattr(DataLoader, "__iter__", orig))
+        self.hooks.on_uninstall(lambda: setattr(DataLoader, "__iter__", orig))
 
 
 class LossWatch:

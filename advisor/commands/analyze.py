@@ -132,13 +132,13 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
 
 def run_analysis(trace: Path, load_options: LoadOptions, settings, progress):
     """Read the trace and run the rules, each stage shown by ``progress``."""
-    from advisor.analysis import analyze_shown
+    from advisor.analysis import AnalysisInput, analyze_shown
     from advisor.ingest.base import load_trace
 
     with progress.stage(f"reading {trace}") as stage:
         graph = load_trace(trace, load_options)
         stage.done(f"read {trace.name}: {len(graph.gpu_ops):,} GPU ops, {len(graph.steps)} steps found")
-    return analyze_shown(graph, settings, progress)
+    return analyze_shown(AnalysisInput.of(graph, settings), progress)
 
 
 def _names_ranks(arg: str) -> bool:

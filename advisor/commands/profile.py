@@ -87,7 +87,8 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
     ... SCRIPT` profiles every rank.
     """
     from advisor.capture.after_window import default_then, parse_window_at
-    from advisor.capture.runner import ProfileOptions, profile
+    from advisor.capture.options import ProfileOptions
+    from advisor.capture.runner import profile
     from advisor.capture.script import Target
     from advisor.commands.analyze import settings_from_cli
     from advisor.config import resolve

@@ -39,6 +39,10 @@ from advisor.engine.host import HostFacts
 from advisor.graph.model import OpGraph, RangeSource
 from advisor.graph.op_names import operator_name
 
+FRAMEWORKS = ("pytorch", "hf-trainer", "lightning", "accelerate", "deepspeed")
+"""Frameworks a fix can be written for (`Rule.fixes`; this module detects which one a trace or a
+script uses). "pytorch" is the plain-PyTorch fallback every mechanism must have."""
+
 PRECEDENCE = ("lightning", "hf-trainer", "deepspeed", "accelerate", "fsdp")
 """Most specific first: a framework running on top of another owns the knobs."""
 
@@ -91,7 +95,7 @@ MAX_RANGES = 400_000
 
 @dataclass(frozen=True)
 class FrameworkInfo:
-    name: str  # one of `advisor.engine.rule.FRAMEWORKS`
+    name: str  # one of `FRAMEWORKS`
     evidence: tuple[str, ...]  # what said so, in words; empty for the plain-PyTorch default
     source: str  # "script" (advisor profile), "trace", or "default"
     compiled: bool = False  # torch.compile regions in the trace

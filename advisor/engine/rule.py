@@ -23,6 +23,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, ClassVar
 
 from advisor.engine.floors import Floor
+from advisor.engine.framework import FRAMEWORKS
 
 if TYPE_CHECKING:
     from advisor.engine.context import RuleContext
@@ -150,11 +151,6 @@ class Evidence:
     api_calls: tuple[str, ...] = ()
     node_ids: tuple[str, ...] = ()
     quantities: Mapping[str, float] = field(default_factory=dict)
-
-
-FRAMEWORKS = ("pytorch", "hf-trainer", "lightning", "accelerate", "deepspeed")
-"""Frameworks a fix can be written for (`advisor.engine.framework` detects which one a trace
-or a script uses). "pytorch" is the plain-PyTorch fallback every mechanism must have."""
 
 
 @dataclass(frozen=True)
@@ -394,7 +390,7 @@ class RuleSpec(ABC):
     @classmethod
     def documented_sections(cls) -> dict[str, str]:
         """The docstring's sections with "Use instead" generated from the declared fixes."""
-        from advisor.engine.docs import use_instead
+        from advisor.engine.fix_docs import use_instead
 
         out: dict[str, str] = {}
         for title, body in cls.doc_sections().items():

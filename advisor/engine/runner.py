@@ -32,7 +32,7 @@ class ReplayCheck:
     calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuleResults:
     findings: list[Finding]
     skipped: list[Skipped]

@@ -1,17 +1,21 @@
 """One interface for every trace format: `TraceSource.load(path) -> OpGraph`.
 
-Formats register by subclassing `TraceSource`; `load_trace` sniffs the file and picks one.
-Sources open input read-only and never write next to it.
+Formats are plugins of the ``advisor.formats`` entry-point group, as rules are of
+``advisor.rules`` (pyproject.toml): the built-in readers are registered the way a team's own
+package would register one, and none is listed in code. `load_trace` sniffs the file and asks
+each format in name order. Sources open input read-only and never write next to it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import ClassVar
 
-from advisor.errors import UnsupportedTraceError
+from advisor.errors import AdvisorError, UnsupportedTraceError
 from advisor.graph.model import OpGraph
 from advisor.graph.steps import keep_recorded
 from advisor.ingest.input_file import GIB, UnpackLimits, read_head
@@ -41,13 +45,15 @@ class LoadOptions:
         return UnpackLimits(self.max_unpacked_bytes, self.max_unpack_ratio)
 
 
-class TraceSource(ABC):
-    format: ClassVar[str]
-    registry: ClassVar[list[type[TraceSource]]] = []
+GROUP = "advisor.formats"
 
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        TraceSource.registry.append(cls)
+
+class FormatPluginError(AdvisorError):
+    """A trace-format plugin could not be loaded."""
+
+
+class TraceSource(ABC):
+    format: ClassVar[str]  # the entry point's name in `GROUP`, and the JSON ``trace.format``
 
     @classmethod
     @abstractmethod
@@ -59,10 +65,28 @@ class TraceSource(ABC):
         """Read the trace; raise `TraceFormatError` with one plain sentence when it cannot."""
 
 
-def _ensure_sources_imported() -> None:
-    # Importing registers the subclasses; done lazily so `advisor rules` stays fast.
-    from advisor.ingest.kineto import loader as _kineto  # noqa: F401
-    from advisor.ingest.nsys import loader as _nsys  # noqa: F401
+@cache
+def trace_sources() -> tuple[type[TraceSource], ...]:
+    """Every registered format, in name order; loaded on first use, so `advisor rules` never
+    imports a reader. A plugin that fails to load names itself (never a silently missing
+    format)."""
+    found: list[type[TraceSource]] = []
+    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
+        where = f"trace-format plugin {ep.name!r} ({ep.value})"
+        try:
+            cls = ep.load()
+        except Exception as e:  # a broken plugin must name itself
+            raise FormatPluginError(f"{where} failed to load: {e}") from e
+        if not (isinstance(cls, type) and issubclass(cls, TraceSource)):
+            raise FormatPluginError(f"{where} is not an advisor TraceSource class")
+        if getattr(cls, "format", None) != ep.name:
+            raise FormatPluginError(f"{where} names its format {getattr(cls, 'format', None)!r}: "
+                                    "they must match")
+        found.append(cls)
+    if not found:
+        raise FormatPluginError("no trace formats are registered: is advisor installed "
+                                "(pip install -e .)?")
+    return tuple(found)
 
 
 def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
@@ -70,9 +94,8 @@ def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
     head = read_head(p, 64)  # refuses missing, non-regular and unreachable files
     if not head:
         raise UnsupportedTraceError(f"{p}: empty file, not a trace")
-    _ensure_sources_imported()
     options = options or LoadOptions()
-    for source in TraceSource.registry:
+    for source in trace_sources():
         if source.sniff(p, head):
             graph = source().load(p, options)
             if graph.info.format == "nsys-sqlite":  # Python stacks advisor sampled beside it

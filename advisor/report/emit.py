@@ -17,6 +17,7 @@ from rich.console import Console
 from advisor.analysis import Analysis
 from advisor.report.model import Report, build_report
 from advisor.report.progress import Progress
+from advisor.report.tried import Tried
 from advisor.safe_text import CommandFreeStream
 
 STDOUT = Path("-")
@@ -24,17 +25,18 @@ STDOUT = Path("-")
 
 def emit(analysis: Analysis | Report, json_out: Path | None, html_out: Path | None, quiet: bool,
          show_fixes: bool = False, progress: Progress | None = None, stderr: bool = False,
-         records: Sequence[Path] = ()) -> Report:
+         records: Sequence[Path] = (), tried: Tried | None = None) -> Report:
     """Write the reports asked for and show the console summary (on stderr when ``stderr`` or
     when JSON goes to stdout, so stdout stays parseable). ``records``: further copies of the
     JSON result (`advisor profile` keeps one per rank in its output folder). ``analysis`` may be
-    a report already built (a job's: `advisor.job.report.build_job_report`). Returns the report."""
+    a report already built (a job's: `advisor.job.report.build_job_report`); ``tried``: the fixes
+    `advisor profile --try` measured, beside the estimates. Returns the report."""
     from advisor.report import console as console_report
     from advisor.report.json_report import to_json, write_json
 
     progress = progress or Progress(False)
     report = (analysis if isinstance(analysis, Report)
-              else build_report(analysis, timeline=html_out is not None))
+              else build_report(analysis, timeline=html_out is not None, tried=tried))
     if json_out == STDOUT:
         click.echo(to_json(report))
         stderr = True

@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import Any, Protocol
+from typing import Any
 
 from advisor.analysis import Analysis
 from advisor.engine.efficiency import StepEfficiency, step_efficiency
 from advisor.engine.framework import FrameworkInfo
+from advisor.engine.measured import MeasuredStep, RunAccount
 from advisor.engine.rule import Estimate, Finding, Skipped, skipped_by_reason
 from advisor.engine.runner import ReplayCheck
 from advisor.engine.step_basis import StepBasis
@@ -35,35 +36,6 @@ from advisor.graph.trace_summary import TraceSummary
 from advisor.report.job_section import JobSection
 from advisor.report.source_view import SourceSection
 from advisor.report.tried import Tried
-
-
-class MeasuredSteps(Protocol):
-    """`advisor profile`'s unprofiled steps (`advisor.capture.steptimes.MeasuredStep`)."""
-
-    median_ns: float
-    mean_ns: float
-    p10_ns: float
-    p90_ns: float
-    count: int
-    noisy: str | None  # why no estimate is built on them (a noisy host); None: they carry them
-
-    def to_dict(self) -> dict[str, Any]: ...
-
-    def describe(self) -> list[str]: ...
-
-
-class RunAccount(Protocol):
-    """`advisor profile`'s whole-run account (`advisor.capture.accounting.RunAccount`)."""
-
-    run_ns: int
-    steps: int
-    parts_ns: dict[str, int]
-    causes_ns: dict[str, int]
-
-    @property
-    def outside_steady_ns(self) -> int: ...
-
-    def to_dict(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -99,7 +71,7 @@ class StepFigures:
     busy_median_ns: float | None
     phases_ns: Mapping[str, float] = field(default_factory=dict)  # phase -> median
     idle_causes_ns: Mapping[str, float] = field(default_factory=dict)  # cause -> mean per step
-    measured: MeasuredSteps | None = None  # `advisor profile`: the unprofiled steps
+    measured: MeasuredStep | None = None  # `advisor profile`: the unprofiled steps
     # What computes `metrics` (None: no steps). Only the JSON result (and so the gate) reads
     # the metrics, and on a large window they take 0.1-0.17 s: a console-only run (issue #17)
     # should not pay for them, so they are computed on first read, once.
@@ -176,8 +148,9 @@ def _steps(analysis: Analysis) -> StepFigures:
     )
 
 
-def build_report(analysis: Analysis, timeline: bool = False) -> Report:
-    """The report of an analysis; ``timeline``: also draw the representative step (HTML)."""
+def build_report(analysis: Analysis, timeline: bool = False, tried: Tried | None = None) -> Report:
+    """The report of an analysis; ``timeline``: also draw the representative step (HTML);
+    ``tried``: `advisor profile --try`'s measurements of the fixes, taken after the analysis."""
     r = analysis.results
     drawn = _timeline(analysis) if timeline else None
     findings = tuple(
@@ -202,7 +175,7 @@ def build_report(analysis: Analysis, timeline: bool = False) -> Report:
         timeline=drawn,
         source=SourceSection.of(analysis),
         framework=r.framework,
-        tried=getattr(analysis, "tried", None),
+        tried=tried,
         efficiency=_efficiency(analysis),
         launches=launch_stats(analysis.graph, [b.step for b in analysis.summary.steps]),
     )

@@ -31,7 +31,8 @@ def fit(root: Path) -> int:
 
     from advisor.analysis import analyze
     from advisor.engine.context import analysed_steps
-    from advisor.engine.profiler_cost import NO_CALIBRATION, per_step_counts, replay_median_ns
+    from advisor.engine.profiler_cost import NO_CALIBRATION, per_step_counts
+    from advisor.engine.profiler_fit import replay_median_ns
 
     plain = json.loads((root / "cal-plain" / "plain.json").read_text())["results"]
     rows = []

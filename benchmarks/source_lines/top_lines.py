@@ -19,11 +19,12 @@ def main() -> int:
     ap.add_argument("--roots", type=Path, nargs="*", default=[])
     ap.add_argument("-n", type=int, default=6)
     a = ap.parse_args()
+    from dataclasses import replace
+
     from advisor.analysis import analyze
     from advisor.report import source_view
 
-    an = analyze(a.trace)
-    an.source_roots = list(a.roots)
+    an = replace(analyze(a.trace), source_roots=tuple(a.roots))
     src = an.source
     if src is None:
         print(source_view.SourceSection.of(an).note)

@@ -1,6 +1,7 @@
 """The profiler's costs fitted to the step `advisor profile` measured without the profiler
-(`advisor.capture.baseline.refit`), on real H100 captures: the step states the session wrote
-(steps outside the window, host clock) and the traces of the same runs."""
+(`advisor.capture.baseline.fitted_calibration`) before the rules run, on real H100 captures:
+the step states the session wrote (steps outside the window, host clock) and the traces of the
+same runs."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from advisor.capture.baseline import FIT_TOLERANCE, apply_measured
-from advisor.capture.runner import analyze_recorded
-from advisor.capture.steptimes import MODEL_DISAGREEMENT, StepClock
+from advisor.analysis import analyze_input
+from advisor.capture.baseline import FIT_TOLERANCE, measured_inputs, replayed_median
+from advisor.capture.reporting import recorded_inputs
+from advisor.capture.steptimes import StepClock
+from advisor.engine.context import analysed_steps
 from advisor.engine.host import HostFacts
+from advisor.engine.measured import MODEL_DISAGREEMENT
 from tests.conftest import ROOT
 
 UNPROFILED = ROOT / "fixtures" / "unprofiled"
@@ -24,10 +28,10 @@ KINETO_RUNS = [  # timm train.py resnet18, 2 workers: one replay above the measu
 
 def profiled(run: Path, trace: str):
     state = json.loads((run / "steps_rank0.json").read_text())["state"]
-    analysis = analyze_recorded(run / trace, state["recorded"], facts=HostFacts.from_state(state))
-    before = analysis.results.replay.unprofiled_median_ns
-    apply_measured(analysis, StepClock.from_state(state))
-    return analysis, before
+    inputs = recorded_inputs(run / trace, state["recorded"], facts=HostFacts.from_state(state))
+    # the step replayed with the calibrated costs, as an analysis without the measured step has it
+    before = replayed_median(inputs, analysed_steps(inputs.graph), inputs.calibration)
+    return analyze_input(measured_inputs(inputs, StepClock.from_state(state))), before
 
 
 def test_a_replay_that_misses_the_measured_step_is_fitted_to_it():

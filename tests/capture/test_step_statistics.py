@@ -21,7 +21,8 @@ from advisor.capture.settle import (
     settle_reason,
     settled,
 )
-from advisor.capture.steptimes import BURSTY_RATIO, StepClock, measured_step
+from advisor.capture.steptimes import StepClock, measured_step
+from advisor.engine.measured import BURSTY_RATIO
 from tests.conftest import ROOT
 
 LOGS = ROOT / "fixtures" / "public" / "logs"

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from advisor.capture.runner import ProfileOptions, Rank, detect_rank, why_nothing
+from advisor.capture.options import ProfileOptions, Rank, detect_rank
+from advisor.capture.reporting import why_nothing
 from advisor.capture.script import Target, exit_code_of
 from advisor.capture.window import rank_suffixed
 from advisor.errors import CaptureError

@@ -49,7 +49,8 @@ class Capture:
 
     def error(self, call_us: float, op_us: float, py_us: float) -> float:
         from advisor.engine import profiler_cost as pc
+        from advisor.engine.profiler_fit import replay_median_ns
 
         cal = pc.Calibration(*CONFIG, int(call_us * 1e3), int(op_us * 1e3), "fit",
                              py_ns=int(py_us * 1e3))
-        return pc.replay_median_ns(self.graph, cal, self.steps) / 1e6 / self.measured_ms - 1
+        return replay_median_ns(self.graph, cal, self.steps) / 1e6 / self.measured_ms - 1

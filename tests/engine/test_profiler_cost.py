@@ -14,8 +14,8 @@ from advisor.engine.profiler_cost import (
     NO_CALIBRATION,
     detect,
     per_step_counts,
-    replay_median_ns,
 )
+from advisor.engine.profiler_fit import replay_median_ns
 from advisor.report.json_report import to_dict
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"

@@ -4,6 +4,7 @@ planted scenarios and two public scripts run unmodified (fixtures/source-lines/R
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from advisor.analysis import Analysis, analyze
-from advisor.engine.profiler_cost import CALIBRATIONS, detect, replay_median_ns
+from advisor.engine.profiler_cost import CALIBRATIONS, detect
+from advisor.engine.profiler_fit import replay_median_ns
 from advisor.graph.call_sites import SourceFiles
 from advisor.graph.frames import call_label, is_user_file, parse
 from advisor.graph.model import RangeSource
@@ -160,8 +162,7 @@ def test_cpu_bound_loss_top_idle_line_is_the_loss_loop():
     """Expected before looking: loss_loop. The per-sample loss graph's backward (hundreds of
     tiny nodes) is the largest idle; it used to read `step -> backward` (38.4 ms), and now
     reads as the backward of the loss loop's ops, run by step's backward() call."""
-    a = load("cpu-bound-loss")
-    a.source_roots = [CPU_BOUND_LOSS]
+    a = replace(load("cpu-bound-loss"), source_roots=(CPU_BOUND_LOSS,))
     src = a.source
     top = src.idle[0]
     assert (top.frame.function, top.via) == ("loss_loop", BACKWARD_OF)
@@ -180,8 +181,7 @@ def test_cpu_bound_loss_top_idle_line_is_the_loss_loop():
 
 
 def test_findings_cite_the_lines_that_made_their_calls():
-    a = load("host-sync")
-    a.source_roots = [HOST_SYNC]
+    a = replace(load("host-sync"), source_roots=(HOST_SYNC,))
     k = next(i for i, f in enumerate(a.results.findings) if f.rule == "host-sync")
     lines = a.source.findings[k]
     assert lines[0].frame.function == "step" and lines[0].via == "Tensor.item"
@@ -203,8 +203,7 @@ def test_call_lines_prefer_the_loop(tmp_path):
 
 
 def test_json_console_and_html_carry_the_lines():
-    a = load("host-sync")
-    a.source_roots = [HOST_SYNC]
+    a = replace(load("host-sync"), source_roots=(HOST_SYNC,))
     data = to_dict(a)["source"]
     assert data["stacks"] is True and data["gpu_idle"] and data["flame"]
     row = data["gpu_idle"][0]
