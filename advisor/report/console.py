@@ -16,11 +16,12 @@ from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
 from advisor.graph.trace_summary import TraceSummary
 from advisor.report import source_view
+from advisor.report.finding_lines import finding_block, skipped_lines
 from advisor.report.model import Report, as_report
 from advisor.report.tried import Tried
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
-from advisor.safe_text import markup, plain, visible
+from advisor.safe_text import markup, plain
 
 
 def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:
@@ -132,7 +133,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
     if findings:
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(findings, 1):
-            _finding(console, i, f, show_fixes)
+            finding_block(console, i, f, show_fixes)
             if rep.source is not None:
                 source_view.render_finding_lines(console, rep.source, i - 1)
         withheld = any(f.estimate.withheld for f in findings)
@@ -190,46 +191,6 @@ def efficiency_line(rep: Report) -> str:
     if e.tensor_core_share is not None:
         parts.append(f"tensor cores {e.tensor_core_share:.0%} of GEMM time")
     return markup("; ".join(parts), 10_000)
-
-
-def skipped_lines(rep: Report, console: Console) -> None:
-    """The rules that could not run, each reason once."""
-    for reason, rules in rep.skipped_by_reason():
-        console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
-
-
-def _finding(console: Console, number: int, f, show_fixes: bool) -> None:
-    finding_block(console, number, f, show_fixes)
-
-
-def finding_block(console: Console, number: int, f, show_fixes: bool, where: str = "") -> None:
-    """One finding as a block (ruff's diagnostics): the rule and estimate, the message,
-    ``where`` (a job finding's ranks), the fix; its code with ``show_fixes``."""
-    e = f.estimate
-    per = " of the run" if e.relative_to == "run" else ""
-    speed = (("no estimate", "yellow"), " ") if e.withheld else (
-        (f"{e.speedup:.2f}x{per}", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ")
-    head = Text.assemble((f"{number}. ", "bold"), (plain(f.rule), "bold cyan"), f" {f.code}  ", *speed,
-                         (f.confidence.value, "dim"))
-    console.print(head)
-    console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
-    if where:
-        console.print(Padding(Text(plain(where, 10_000), style="dim"), (0, 0, 0, 3), expand=False))
-    if e.floor is not None and e.floor_binds:
-        console.print(Padding(Text(plain(f"held at the step's floor: {e.floor.what}, "
-                                         f"{_ms(e.floor.ns)} per step", 10_000), style="yellow"),
-                              (0, 0, 0, 3), expand=False))
-    if f.conditional_on:
-        console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): this "
-                                         "is the estimate for that step", 10_000), style="yellow"),
-                              (0, 0, 0, 3), expand=False))
-    console.print(Padding(Text.assemble(("fix: ", "bold"), plain(f.fix.title)), (0, 0, 0, 3), expand=False))
-    if show_fixes and f.fix.snippet:
-        from rich.syntax import Syntax  # here: it loads pygments, which only --show-fixes uses
-
-        lexer = "python" if f.fix.kind == "code" else "text"
-        console.print(Padding(Syntax(visible(f.fix.snippet), lexer, theme="ansi_dark", word_wrap=True,
-                                     background_color="default"), (0, 0, 0, 5), expand=False))
 
 
 def _whole_trace(t: TraceSummary, console: Console) -> None:

@@ -1,8 +1,8 @@
 """The job section's JSON (``advisor-job`` schema) and console views.
 
 A job's `Report` carries the job rules' findings like a trace's report carries its rules', so
-both views reuse the single-trace pieces: the JSON finding record (`json_report.finding_dict`,
-plus the ranks) and the console's finding block (`console.finding_block`, wrapped at the
+both views reuse the single-trace pieces: the JSON finding record (`finding_record.finding_dict`,
+plus the ranks) and the console's finding block (`finding_lines.finding_block`, wrapped at the
 console's width: 80 columns where it is not a terminal). What only a job has (ranks, collectives,
 the straggler, the rank-by-step grid, the rank rules' findings) is rendered here.
 """
@@ -96,7 +96,7 @@ def verdict(rep: Report) -> str:
 
 def job_dict(rep: Report) -> dict[str, Any]:
     """The ``advisor-job`` JSON result of a job's report."""
-    from advisor.report.json_report import below_dict, finding_dict
+    from advisor.report.finding_record import below_dict, finding_dict
 
     job = _section(rep)
     s = job.straggler
@@ -172,7 +172,7 @@ def _f(ns: float | None) -> str:
 def render_job(rep: Report, console: Console, show_fixes: bool = False) -> None:
     """The job on the console, at the console's width; ``show_fixes`` adds each finding's fix
     code under it, as `advisor analyze --show-fixes` does for one trace."""
-    from advisor.report.console import finding_block, skipped_lines
+    from advisor.report.finding_lines import finding_block, skipped_lines
 
     job = _section(rep)
     console.print(Text.assemble(("Job: ", "bold"), plain(

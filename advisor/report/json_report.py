@@ -16,13 +16,13 @@ from typing import Any
 
 from advisor import DISTRIBUTION
 from advisor.analysis import Analysis
-from advisor.engine.floors import Floor
-from advisor.engine.rule import Estimate, Finding
+from advisor.engine.rule import Estimate
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.trace_summary import TraceSummary
 from advisor.output_paths import write_atomic
 from advisor.report import source_view
-from advisor.report.model import Report, ReportFinding, as_report
+from advisor.report.finding_record import _floor, below_dict, finding_dict
+from advisor.report.model import Report, as_report
 from advisor.report.tried import to_json as tried_json
 from advisor.report.units import to_ms as _ms
 from advisor.safe_text import json_text
@@ -39,59 +39,6 @@ def advisor_version() -> str:
         return version(DISTRIBUTION)
     except PackageNotFoundError:
         return "0+unknown"
-
-
-def finding_dict(rf: ReportFinding) -> dict[str, Any]:
-    """One finding's record (a job's findings add their ranks, `advisor.report.job_view`)."""
-    f = rf.finding
-    e = f.estimate
-    return {
-        "rule": f.rule,
-        "code": f.code,
-        "category": rf.category,
-        "message": f.message,
-        "confidence": f.confidence.value,
-        "estimated_speedup": round(e.speedup, 4),
-        "speedup_low": round(e.low, 4),
-        "speedup_high": round(e.high, 4),
-        "predicted_step_ms": _ms(e.predicted_step_ns),
-        "saved_ms_per_step": _ms(e.saved_ns_per_step),
-        # Set when the steps cannot carry an estimate: the numbers above are then the model's
-        # replay with a range widened down to no gain, not a prediction to rely on.
-        "estimate_withheld": e.withheld,
-        "relative_to": e.relative_to,
-        "step_ms": _ms(e.step_ns),
-        "model": e.model,
-        "assumptions": list(e.assumptions),
-        "evidence": {
-            "steps": list(f.evidence.steps),
-            "kernels": list(f.evidence.kernels),
-            "ranges": list(f.evidence.ranges),
-            "api_calls": list(f.evidence.api_calls),
-            "node_ids": list(f.evidence.node_ids),
-            "quantities": {k: float(v) for k, v in f.evidence.quantities.items()},
-        },
-        "fix": {
-            "title": f.fix.title,
-            "snippet": f.fix.snippet,
-            "kind": f.fix.kind,
-            "requires": list(f.fix.requires),
-            "mechanism": f.fix.mechanism,
-            "framework": f.fix.framework,
-        },
-        # Causal precedence: the estimate is this fix's gain once that finding is fixed.
-        "conditional_on": f.conditional_on,
-        "explained_by": f.explained,
-        # The step's highest floor after the fix (kernels that stay, host time that stays,
-        # the loader's supply): no estimate goes below it.
-        "floor": _floor(e.floor, e.floor_binds),
-    }
-
-
-def _floor(floor: Floor | None, binds: bool = False) -> dict[str, Any] | None:
-    if floor is None:
-        return None
-    return {"kind": floor.kind, "ms": _ms(floor.ns), "what": floor.what, "holds_estimate": binds}
 
 
 def _combination(combined: Estimate | None) -> dict[str, Any] | None:
@@ -152,11 +99,6 @@ def _whole_trace(t: TraceSummary | None) -> dict[str, Any] | None:
         "communication_share": None if t.communication_share is None
         else round(t.communication_share, 4),
     }
-
-
-def below_dict(f: Finding) -> dict[str, Any]:
-    return {"rule": f.rule, "code": f.code, "estimated_speedup": round(f.estimate.speedup, 4),
-            "saved_ms_per_step": _ms(f.estimate.saved_ns_per_step)}
 
 
 def to_dict(source: Report | Analysis) -> dict[str, Any]:
