@@ -30,6 +30,11 @@ def starts_workers(loader: Any, *args: Any, **kwargs: Any) -> bool:
                 and getattr(loader, "_iterator", None) is not None)
 
 
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called")
+"""A module's hook tables keyed by handle id (`torch.utils.hooks.RemovableHandle.id`)."""
+
+
 class Hooks:
     """The session's hooks in torch; `uninstall` restores everything `install` changed."""
 
@@ -56,6 +61,7 @@ class Hooks:
         self._time_calls(dataloader_mod.DataLoader, "__iter__", "loader_start",
                          counts=starts_workers)
         self._time_calls(self.torch, "save", "checkpoint")
+        self._keep_hooks_out_of_copies()
         self._count_graph_captures()
         self._hook_backward()
         self.installed = True
@@ -276,6 +282,37 @@ class Hooks:
         timed.__name__ = getattr(orig, "__name__", attr)
         setattr(owner, attr, timed)
         self._undo.append(lambda: setattr(owner, attr, orig))
+
+    def _keep_hooks_out_of_copies(self) -> None:
+        """A module's pickled or deep-copied state leaves our hooks out.
+
+        ``Module.__getstate__`` returns the module's ``__dict__``, hooks included, and pickle,
+        ``torch.save(model)`` and ``copy.deepcopy(model)`` (an EMA copy) all go through it: with
+        our hooks on the top-level module they failed under `advisor profile` (our hooks are
+        the session's methods) where plain Python succeeds, and a copy that worked would carry
+        hooks that reach back into this session. The wrapper copies the state and drops the
+        entries of our own hook handles, nothing else."""
+        module_cls = self.torch.nn.Module
+        orig = module_cls.__getstate__
+        handles = self._module_handles
+
+        def __getstate__(module):
+            state = orig(module)
+            if not handles:
+                return state
+            ours = {h.id for h in handles}
+            copied = False
+            for key in _HOOK_DICTS:
+                hooks = state.get(key)
+                if hooks and not ours.isdisjoint(hooks):
+                    if not copied:  # never the live __dict__ the module itself uses
+                        state, copied = dict(state), True
+                    state[key] = type(hooks)((k, v) for k, v in hooks.items() if k not in ours)
+            return state
+
+        __getstate__.__wrapped__ = orig  # type: ignore[attr-defined]
+        module_cls.__getstate__ = __getstate__
+        self._undo.append(lambda: setattr(module_cls, "__getstate__", orig))
 
     def keep_only(self, modules: Any) -> list[str]:
         """Module hooks only on ``modules`` (the top-level ones found), none global: after the
