@@ -13,9 +13,10 @@ from advisor.capture.baseline import FIT_TOLERANCE, apply_measured
 from advisor.capture.runner import analyze_recorded
 from advisor.capture.steptimes import MODEL_DISAGREEMENT, StepClock
 from advisor.engine.host import HostFacts
+from tests.archive import readable
 from tests.conftest import ROOT
 
-UNPROFILED = ROOT / "fixtures" / "unprofiled"
+UNPROFILED = ROOT / "fixtures" / "archive" / "unprofiled"
 KINETO_RUNS = [  # timm train.py resnet18, 2 workers: one replay above the measured step, one below
     UNPROFILED / "h100-2026-11-23" / "res" / "timm-kineto",
     UNPROFILED / "h100-2026-11-23" / "res2" / "timm-long",
@@ -24,7 +25,7 @@ KINETO_RUNS = [  # timm train.py resnet18, 2 workers: one replay above the measu
 
 def profiled(run: Path, trace: str):
     state = json.loads((run / "steps_rank0.json").read_text())["state"]
-    analysis = analyze_recorded(run / trace, state["recorded"], facts=HostFacts.from_state(state))
+    analysis = analyze_recorded(readable(run / trace), state["recorded"], facts=HostFacts.from_state(state))
     before = analysis.results.replay.unprofiled_median_ns
     apply_measured(analysis, StepClock.from_state(state))
     return analysis, before
