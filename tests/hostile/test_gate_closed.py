@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
+from tests.conftest import session_scheduler
 from tests.hostile.conftest import FIXTURES, ROOT, assert_held, run_cli, run_process, snapshot
 
 JOBS = ROOT / "fixtures" / "jobs" / "h200x2-ddp" / "torch"
@@ -393,8 +394,8 @@ def jobs() -> tuple:
     """The DDP baseline and its slow-rank job (+71% job step), analysed once."""
     from advisor.job.api import analyze_job
 
-    return tuple(analyze_job([JOBS / name], rank_rules="none") for name in ("baseline",
-                                                                            "slow-rank"))
+    return tuple(analyze_job([JOBS / name], scheduler=session_scheduler(), rank_rules="none")
+                 for name in ("baseline", "slow-rank"))
 
 
 @seed(3002)
