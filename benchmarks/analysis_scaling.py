@@ -8,7 +8,8 @@ waits). Each configuration runs ``--repeat`` times and the fastest run is report
 
 Tables (markdown, to paste into docs/performance.md):
 
-* ``traces``: every trace in fixtures/ and ../shared/traces (ops per step varies with the trace);
+* ``traces``: every test trace (fixtures/manifest.toml) and ../shared/traces (ops per step varies
+  with the trace);
 * ``steps``: a real capture repeated step by step (``benchmarks/ingest_speed.py`` builds it),
   analysed with a growing ``--max-steps``: ops in the window grow, ops per step stay;
 * ``rules``: that window with 1, 2, 5 and all rules;
@@ -113,7 +114,10 @@ def load_note() -> str:
 
 
 def table_traces(repeat: int) -> None:
-    paths = [p for p in (REPO / "fixtures").rglob("*") if p.name.endswith(SUFFIXES)]
+    sys.path.insert(0, str(REPO))
+    from tests.fixture_manifest import trace_keys  # the test traces, not the evidence archive
+
+    paths = [REPO / k for k in trace_keys()]
     if SHARED.exists():
         paths += [p for p in SHARED.rglob("*") if p.name.endswith(SUFFIXES)]
     print(f"{load_note()} at the start", file=sys.stderr)

@@ -55,6 +55,7 @@ TOLERANCE = 0.10
 
 
 sys.path.insert(0, str(ROOT))
+from tests.archive import stored  # noqa: E402
 from tests.capture.step_clock_data import (  # noqa: E402
     NANOGPT_ITER,
     TIMM_TRAIN,
@@ -334,9 +335,11 @@ def collect(a: argparse.Namespace) -> int:
 
 
 def _analysis(trace: Path):
+    """The analysis of a kept trace (one in fixtures/archive is unpacked first: stored as .xz)."""
     from advisor.analysis import analyze
+    from tests.archive import readable
 
-    return analyze(trace)
+    return analyze(readable(trace))
 
 
 def _counts(an) -> dict[str, float]:
@@ -437,7 +440,7 @@ def table(a: argparse.Namespace) -> int:
                         (prof, "trace_rank0.json.gz")):
             trace = d / name if d is not None else None
             pred = None
-            if trace is not None and trace.exists():
+            if trace is not None and stored(trace).exists():
                 an = _analysis(trace)
                 rp, sm = an.results.replay, an.summary
                 pred = ((rp.unprofiled_mean_ns or sm.mean_step_ns) if a.stat == "mean"

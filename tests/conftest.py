@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import logging
 import shutil
 from pathlib import Path
 
@@ -66,3 +67,43 @@ def unpacked(tmp_path_factory: pytest.TempPathFactory):
 
     return get
 
+
+
+
+_CLUSTER = []  # the session's LocalCluster, once started (one per pytest process: xdist worker)
+
+
+def session_scheduler() -> str:
+    """The address of one local Dask cluster for the whole test session (``--scheduler``).
+
+    A job analysis without ``--scheduler`` starts a `LocalCluster` of its own: worker processes
+    that import advisor and Dask, seconds of a 2-core machine per analysis. The job tests that
+    are about the analysis, not about how the local cluster is sized or torn down, pass this
+    address instead, the way a user with a running cluster does (`advisor analyze --scheduler`):
+    the same tasks run on the same kind of worker processes, started once. The tests of the
+    local cluster itself (``--workers``, `advisor.job.cluster.local_workers`) keep starting
+    theirs. Configured like `advisor.job.cluster.JobCluster`'s own: single-threaded worker
+    processes (two), Dask's diagnostics off. Started on first use (a run of tests that need no
+    cluster starts none), closed when the session ends (`pytest_sessionfinish`). A function,
+    not only a fixture, so that a cached helper (``@cache def job(variant)``) can use it."""
+    if not _CLUSTER:
+        import dask
+        from dask.distributed import LocalCluster
+
+        from advisor.job.cluster import LOCAL_CONFIG
+
+        with dask.config.set(LOCAL_CONFIG):
+            _CLUSTER.append(LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                         dashboard_address=":0", silence_logs=logging.CRITICAL))
+    return _CLUSTER[0].scheduler_address
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    while _CLUSTER:
+        _CLUSTER.pop().close()
+
+
+@pytest.fixture(scope="session")
+def dask_scheduler() -> str:
+    """`session_scheduler` as a fixture, for tests that take their inputs as fixtures."""
+    return session_scheduler()

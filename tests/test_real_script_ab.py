@@ -1,5 +1,5 @@
 """`benchmarks/real_script_ab.py` reads iteration times from a real script's own log (nanoGPT's,
-recorded on the H100 in fixtures/public/logs) and tabulates the A/B: its parsing and its
+recorded on the H100 in fixtures/archive/public/logs) and tabulates the A/B: its parsing and its
 arithmetic, checked against the log's own numbers. The run itself needs the script and, for the
 figures that count, the H100 (benchmarks/public/overhead_ab.sh)."""
 
@@ -14,7 +14,7 @@ import pytest
 from benchmarks.real_script_ab import NANOGPT, Run, command, main, parse_times, report
 from tests.conftest import ROOT
 
-LOG = ROOT / "fixtures" / "public" / "logs" / "nanogpt_eager.log.gz"
+LOG = ROOT / "fixtures" / "archive" / "public" / "logs" / "nanogpt_eager.log.gz"
 
 
 def log_text() -> str:

@@ -1,5 +1,5 @@
 """Which steps a report rests on, how they were found, and whether they carry an estimate: over
-every real trace in ../shared/traces and every capture in fixtures/.
+every real trace in ../shared/traces and every test trace of fixtures/manifest.toml.
 
 For each trace: the console, JSON and HTML reports name the process, the steps and how they
 were found; the report uses one baseline step time everywhere; steps inferred from a launch
@@ -25,7 +25,7 @@ from advisor.report import console as console_report
 from advisor.report.html_report import render_html
 from advisor.report.html_view import fmt_ms
 from advisor.report.json_report import to_dict
-from tests.conftest import ROOT, shared
+from tests.conftest import ROOT, session_scheduler, shared
 from tests.golden.conftest import analysis_of
 from tests.golden.estimates import trace_keys
 
@@ -216,7 +216,8 @@ def test_a_rank_has_the_same_step_and_eligibility_alone_and_in_its_job(job_key):
     from advisor.job.api import analyze_job
     from advisor.job.report import to_dict as job_dict
 
-    job = job_dict(analyze_job([str(p) for p in JOBS[job_key]], workers=1, rank_rules="all"))
+    job = job_dict(analyze_job([str(p) for p in JOBS[job_key]], scheduler=session_scheduler(),
+                                 rank_rules="all"))
     alone = {}
     several = len(JOBS[job_key]) < len(job["ranks"])  # one file, several processes
     for r in job["ranks"]:

@@ -19,7 +19,7 @@ reads. nsys intercepts the traced APIs for the whole run, not only inside the ca
 OS-runtime, cuBLAS and cuDNN tracing cost the job without feeding any rule: on the H100, nanoGPT's
 steps outside the window ran 28.6 ms with ``cuda,nvtx,osrt,cublas,cudnn`` and 25.0 ms with
 ``cuda,nvtx``, against 23.8 ms without nsys (HF Trainer 12.2 vs 11.5 ms, Lightning 4.45 vs 4.00;
-fixtures/unprofiled/h100-2026-11-23b, docs/validation.md)."""
+fixtures/archive/unprofiled/h100-2026-11-23b, docs/validation.md)."""
 
 STATUS_NAME = "capture_rank{rank}.json"
 

@@ -69,7 +69,7 @@ _KINETO_STACK = ("H100 80GB HBM3, torch 2.11+cu130, torch.profiler record_shapes
                  "device runs, each against its own steps measured outside the window: nanoGPT "
                  "train.py, an HF Trainer and a Lightning loop, the uncaptured-cuda-graph, "
                  "cpu-bound-loss, host-sync and compiler-fusion scenarios "
-                 "(benchmarks/profiler_cost_fit.py fit fixtures/unprofiled/h100-2026-11-23d/run1 "
+                 "(benchmarks/profiler_cost_fit.py fit fixtures/archive/unprofiled/h100-2026-11-23d/run1 "
                  ".../run2; 26.0 us per call there, within its noise). Errors of the fitted "
                  "replay: RMS 13.0%, worst 26%; with each workload left out of the fit: RMS 23%, "
                  "worst 55% (a Lightning step of 4 ms, traced at 11); on a third run no fit saw: "
@@ -82,14 +82,14 @@ _KINETO_STACK = ("H100 80GB HBM3, torch 2.11+cu130, torch.profiler record_shapes
 _NSYS_APIS = ("H100 80GB HBM3, torch 2.11+cu130, nsys 2025.3.1: the cuda,nvtx,osrt,cublas,cudnn "
               "cost (11 us per CUDA call, fitted on the scenarios' host-bound captures), kept for "
               "this configuration too: on the calibration and framework workloads of "
-              "benchmarks/unprofiled_check.py (fixtures/unprofiled/h100-2026-11-23b) least "
+              "benchmarks/unprofiled_check.py (fixtures/archive/unprofiled/h100-2026-11-23b) least "
               "squares gave 13.6 us with the OS-runtime, cuBLAS and cuDNN APIs traced and 9.6 us "
               "without them (unprofiled_check.py fit --rows .../fit_rows.json), both within the "
               "+-20-35% the machine's host speed varies between processes (docs/validation.md)")
 CALIBRATIONS: dict[tuple[str, str], Calibration] = {
     # expected errors: docs/validation.md, issue 14's tables (predicted from the bare trace
     # against the step measured without a profiler, captures the costs were not fitted on;
-    # cuda,nvtx: the six workloads of fixtures/unprofiled/h100-2026-11-23d/run3)
+    # cuda,nvtx: the six workloads of fixtures/archive/unprofiled/h100-2026-11-23d/run3)
     ("nsys", "cuda,nvtx"): Calibration("nsys", "cuda,nvtx", 11_000, 0, _NSYS_APIS,
                                        expected_error=0.13),
     ("nsys", "cuda,nvtx,osrt,cublas,cudnn"): Calibration("nsys", "cuda,nvtx,osrt,cublas,cudnn",
@@ -139,7 +139,7 @@ _COMPILED_STACK = ("torch.compile's generated code costs the stack tracer more p
                    "than the eager code the other costs were fitted on: with them, the replay of "
                    "three compiled steps under advisor profile on the H100 left +64 to +78% "
                    "(nanoGPT train.py --compile=True, the compiler-fusion scenario compiled, HF "
-                   "run_clm.py GPT-2 bf16 --torch_compile True; fixtures/unprofiled/"
+                   "run_clm.py GPT-2 bf16 --torch_compile True; fixtures/archive/unprofiled/"
                    "h100-2026-11-23d/public). 4.78 us per Python call (the mean of the three "
                    "costs that fit each step exactly, 3.75, 4.58, 6.02; benchmarks/"
                    "profiler_cost_fit.py python-cost) leaves -24, 0 and +14%; each left out of "

@@ -1,4 +1,4 @@
-"""Step figures of the real H100 runs under `advisor profile` (fixtures/unprofiled): the
+"""Step figures of the real H100 runs under `advisor profile` (fixtures/archive/unprofiled): the
 scripts' own logs, the iterations to leave out around advisor's window, and the timing of the
 analysis beside the job. tests/capture/test_h100_step_clock.py checks them and
 benchmarks/unprofiled_check.py and benchmarks/background_cost.py print them; here because tests

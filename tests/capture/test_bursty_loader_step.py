@@ -4,7 +4,7 @@ gives over the same steps (issue 32), on a real H100 run of pytorch/examples' Im
 With 4 workers the loop runs about three 57 ms steps, then one of 400-700 ms that waits for its
 batch. Those slow steps are the input pipeline's rhythm, paid on every burst, not checkpoints:
 the mean step keeps them (`advisor.capture.steptimes._input_burst`). Kept as
-fixtures/public/loader-imagenet/bursty-j4-2026-11-25 (README there).
+fixtures/archive/public/loader-imagenet/bursty-j4-2026-11-25 (README there).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import statistics
 from advisor.capture.steptimes import StepClock, measured_step
 from tests.conftest import ROOT
 
-RUN = ROOT / "fixtures" / "public" / "loader-imagenet" / "bursty-j4-2026-11-25"
+RUN = ROOT / "fixtures" / "archive" / "public" / "loader-imagenet" / "bursty-j4-2026-11-25"
 LINE = re.compile(r"Epoch: \[(\d+)\]\[\s*(\d+)/\s*(\d+)\]\s+Time\s+([\d.]+)")
 
 

@@ -1,4 +1,4 @@
-"""The measured unprofiled step on real H100 runs (fixtures/unprofiled/h100-2026-11-23: public
+"""The measured unprofiled step on real H100 runs (fixtures/archive/unprofiled/h100-2026-11-23: public
 scripts run unmodified under `advisor profile`): today's `advisor.capture.steptimes` over the step
 clock those runs recorded must agree with each script's own log of the same run, and the
 analysis beside the job must have reported while the job still ran. No torch needed."""
@@ -14,7 +14,7 @@ from advisor.capture.steptimes import StepClock, measured_step
 from tests.capture.step_clock_data import _script_figure, _window, fit_overheads, measure
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23"
+DATA = ROOT / "fixtures" / "archive" / "unprofiled" / "h100-2026-11-23"
 
 RUNS = [("res/nanogpt-kineto", "nanogpt"), ("res2/timm-long", "timm"),
         ("../h100-2026-11-23b/nanogpt-kineto", "nanogpt")]  # second pass, after the CUPTI teardown
@@ -42,6 +42,6 @@ def test_the_calibration_fit_quoted_in_the_docs_comes_from_the_saved_rows():
     """docs/validation.md and profiler_cost quote 13.6 and 9.6 us per CUDA call for nsys with and
     without the OS-runtime/cuBLAS/cuDNN APIs: the fit over the second pass's saved rows
     (what `python benchmarks/unprofiled_check.py fit --rows ...` prints)."""
-    rows = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23b" / "fit_rows.json"
+    rows = ROOT / "fixtures" / "archive" / "unprofiled" / "h100-2026-11-23b" / "fit_rows.json"
     fitted = fit_overheads(json.loads(rows.read_text())["rows"])
     assert round(fitted["nsys"][1][0]) == 13588 and round(fitted["nsys-lean"][1][0]) == 9568

@@ -17,9 +17,10 @@ from advisor.capture.steptimes import StepClock
 from advisor.engine.context import analysed_steps
 from advisor.engine.host import HostFacts
 from advisor.engine.measured import MODEL_DISAGREEMENT
+from tests.archive import readable
 from tests.conftest import ROOT
 
-UNPROFILED = ROOT / "fixtures" / "unprofiled"
+UNPROFILED = ROOT / "fixtures" / "archive" / "unprofiled"
 KINETO_RUNS = [  # timm train.py resnet18, 2 workers: one replay above the measured step, one below
     UNPROFILED / "h100-2026-11-23" / "res" / "timm-kineto",
     UNPROFILED / "h100-2026-11-23" / "res2" / "timm-long",
@@ -28,7 +29,8 @@ KINETO_RUNS = [  # timm train.py resnet18, 2 workers: one replay above the measu
 
 def profiled(run: Path, trace: str):
     state = json.loads((run / "steps_rank0.json").read_text())["state"]
-    inputs = recorded_inputs(run / trace, state["recorded"], facts=HostFacts.from_state(state))
+    inputs = recorded_inputs(readable(run / trace), state["recorded"],
+                             facts=HostFacts.from_state(state))
     # the step replayed with the calibrated costs, as an analysis without the measured step has it
     before = replayed_median(inputs, analysed_steps(inputs.graph), inputs.calibration)
     return analyze_input(measured_inputs(inputs, StepClock.from_state(state))), before

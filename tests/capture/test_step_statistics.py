@@ -1,7 +1,7 @@
 """The step the user pays (issue 32): the settling rule, the measured mean step, burstiness and
 the noisy-host check, on real step-time series: the public ImageNet example's own logs (its
 per-iteration ``Time`` and ``Data`` columns, 7 and 15 DataLoader workers and none) and the step
-clocks `advisor profile` wrote on the H100 (fixtures/unprofiled), plus one real CPU run whose
+clocks `advisor profile` wrote on the H100 (fixtures/archive/unprofiled), plus one real CPU run whose
 host gets busy halfway."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from advisor.capture.steptimes import StepClock, measured_step
 from advisor.engine.measured import BURSTY_RATIO
 from tests.conftest import ROOT
 
-LOGS = ROOT / "fixtures" / "public" / "logs"
-UNPROFILED = ROOT / "fixtures" / "unprofiled"
+LOGS = ROOT / "fixtures" / "archive" / "public" / "logs"
+UNPROFILED = ROOT / "fixtures" / "archive" / "unprofiled"
 ROW = re.compile(r"Time\s+([\d.]+) \(.*?Data\s+([\d.]+)")
 
 

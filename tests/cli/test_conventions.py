@@ -4,6 +4,7 @@ command line and from ``[tool.advisor]`` in pyproject.toml, progress only on a t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from click.testing import CliRunner
 
+from advisor.cli import main
 from advisor.report.json_report import SCHEMA_PATH
 from tests.conftest import HANG_GUARD_S
 
@@ -24,6 +27,18 @@ JITTER = ROOT / "fixtures" / "scenarios" / "loader-jitter" / "bad" / "nsys.sqlit
 
 
 def advisor(*args: str, cwd: Path, columns: int = 80) -> subprocess.CompletedProcess:
+    """``advisor ARGS`` run from ``cwd`` in-process (`advisor.cli.main`, stdout and stderr apart,
+    neither a terminal: what a CI log gets), with the terminal width and type a CI runner
+    sets. A process of its own only where the test is about one: the terminal
+    (`_on_a_terminal`) and `advisor profile`, which starts the user's script (`advisor_process`)."""
+    env = {"COLUMNS": str(columns), "TERM": "dumb"}
+    with contextlib.chdir(cwd), CliRunner().isolation(env=env) as (out, err, _):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue().decode(errors="replace"),
+                                       err.getvalue().decode(errors="replace"))
+
+
+def advisor_process(*args: str, cwd: Path, columns: int = 80) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb"}
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=HANG_GUARD_S)
@@ -186,7 +201,7 @@ def test_profile_shows_its_progress_on_a_terminal_only(tmp_path):
     shown = _on_a_terminal(*args, cwd=tmp_path)
     assert "recording steps 2-4" in shown and "3 steps recorded" in shown
     assert "✓ read trace_rank0.json.gz: " in shown and "✓ rules: " in shown
-    piped = advisor(*args, cwd=tmp_path)
+    piped = advisor_process(*args, cwd=tmp_path)
     assert piped.returncode == 0, piped.stderr
     assert "Steps: 3 found" in piped.stderr  # the summary, not the progress
     assert "recording steps" not in piped.stderr and "✓" not in piped.stderr

@@ -6,20 +6,27 @@ import gzip
 import hashlib
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from tests.conftest import HANG_GUARD_S, SCENARIOS, shared
+from advisor.cli import main
+from tests.conftest import SCENARIOS, shared
 
 REAL_SQLITE = "nsys-ai/mfu_2gpu_before.sqlite"
 REAL_JSON = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True,
-                          text=True, timeout=HANG_GUARD_S)
+    """``advisor ARGS`` in-process: `advisor.cli.main`, the one funnel every error goes through,
+    with stdout and stderr captured apart (click's runner isolation). A traceback that escaped
+    it would fail the test as an exception. That the installed command exits with the code
+    `main` returns, in a process of its own, is tests/cli/test_exit.py's."""
+    with CliRunner().isolation() as (out, err, _):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue().decode(errors="replace"),
+                                       err.getvalue().decode(errors="replace"))
 
 
 def assert_one_line_error(p: subprocess.CompletedProcess, needle: str) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.archive import readable, stored
+
 CONFIG = ("torch.profiler", "shapes,stack")
 
 
@@ -25,11 +27,12 @@ def measured_outside(capture: Path) -> tuple[float, int]:
 
 
 def captures(dirs: list[Path]) -> list[tuple[str, Path]]:
-    """(run/name, capture dir) of every `advisor profile` capture with stacks in ``dirs``."""
+    """(run/name, capture dir) of every `advisor profile` capture with stacks in ``dirs`` (an
+    archived capture's trace is ``trace_rank0.json.xz`` there: `Capture` unpacks it)."""
     out = []
     for root in dirs:
         for d in sorted(p for p in root.iterdir() if p.is_dir()):
-            if (d / "trace_rank0.json.gz").exists() and (d / "steps_rank0.json").exists() \
+            if stored(d / "trace_rank0.json.gz").exists() and (d / "steps_rank0.json").exists() \
                     and not d.name.endswith("nostack"):
                 out.append((f"{root.name}/{d.name}", d))
     return out
@@ -43,7 +46,7 @@ class Capture:
         from advisor.ingest.base import load_trace
 
         self.name, self.workload = name, name.split("/", 1)[1]
-        self.graph = load_trace(d / "trace_rank0.json.gz")
+        self.graph = load_trace(readable(d / "trace_rank0.json.gz"))
         self.steps = analysed_steps(self.graph)
         self.measured_ms, self.n_measured = measured_outside(d)
 

@@ -19,10 +19,11 @@ from advisor.engine.combine import order
 from advisor.engine.effects import BatchSupply, CaptureGraph, RemoveWaits, merge
 from advisor.graph.queries import graphable_regions
 from advisor.graph.syncs import host_waits
+from tests.archive import readable
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures"
 LOADER = "public/loader-imagenet/nsys.sqlite.gz"
-CONDITIONAL = "unprofiled/h100-2026-11-23/res/timm-nsys/nsys_rank0.sqlite.gz"
+CONDITIONAL = "archive/unprofiled/h100-2026-11-23/res/timm-nsys/nsys_rank0.sqlite.gz"
 TRACES = [
     LOADER,
     CONDITIONAL,
@@ -33,13 +34,13 @@ TRACES = [
     "scenarios/cpu-bound-loss/bad/nsys.sqlite.gz",
     "scenarios/pageable-memcpy/bad/nsys.sqlite.gz",
     "scenarios/loader-jitter/bad/nsys.sqlite.gz",
-    "unprofiled/h100-2026-11-23d/run1/cpu-bound-loss-kineto/trace_rank0.json.gz",
+    "archive/unprofiled/h100-2026-11-23d/run1/cpu-bound-loss-kineto/trace_rank0.json.gz",
 ]
 
 
 @lru_cache(maxsize=2)
 def _analysis(rel: str) -> Analysis:
-    return analyze(ROOT / rel)
+    return analyze(readable(ROOT / rel))
 
 
 def _most(a: Analysis, effects, basis: str) -> float:

@@ -3,7 +3,7 @@ sizes 647/30/15, a TimeSformer on the H100 with 3137-token BF16 score GEMMs) and
 (nanoGPT GPT-2, whose vocabulary is already padded to 50304; HF GPT-2's 50257 vocabulary runs
 in FP32 on CUDA cores, where alignment does not pick the kernel: fp32-matmul's case).
 
-HF GPT-2 in BF16 (run_clm.py, `advisor profile`, H100; fixtures/unprofiled/h100-2026-11-23d) keeps
+HF GPT-2 in BF16 (run_clm.py, `advisor profile`, H100; fixtures/archive/unprofiled/h100-2026-11-23d) keeps
 GPT-2's 50257-token vocabulary: its three logits GEMMs per step are the public example. The
 padded step is not captured yet: benchmarks/scenarios/gemm-shape-alignment is that capture."""
 
@@ -11,24 +11,26 @@ from __future__ import annotations
 
 import inspect
 from functools import cache
+from pathlib import Path
 
 from advisor.rules.gemm_shape_alignment import MULTIPLE, GemmShapeAlignment, padded_flops, unaligned
 
 from advisor.analysis import Analysis, analyze
 from advisor.engine.rule import Finding
+from tests.archive import readable
 from tests.conftest import ROOT, shared
 
 RULE = "gemm-shape-alignment"
 HTA = shared("hta/trace_diff/control/control.json.gz")
 TIMESFORMER = shared("tracelens/h100/facebook_timesformer-base-finetuned-k400__1016002.json.gz")
 NANOGPT = ROOT / "fixtures" / "public" / "nanogpt" / "trace.json.gz"
-HF_BF16 = (ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23d" / "public" / "hf_bf16_stack"
+HF_BF16 = (ROOT / "fixtures/archive/unprofiled/h100-2026-11-23d/public/hf_bf16_stack"
            / "trace_rank0.json.gz")
 
 
 @cache
 def run(path: str) -> Analysis:
-    return analyze(path, [RULE])
+    return analyze(readable(Path(path)), [RULE])
 
 
 def finding(path) -> Finding | None:

@@ -2,9 +2,9 @@
 name (issue 33), on real runs of pytorch/examples' ImageNet script (ResNet-18, batch 256,
 2 epochs of 61 iterations, 4 DataLoader workers restarted every epoch, 16 CPUs):
 
-- fixtures/public/loader-imagenet/bursty-j4-2026-11-25: H100 host; `advisor profile` of ``-j 4``
+- fixtures/archive/public/loader-imagenet/bursty-j4-2026-11-25: H100 host; `advisor profile` of ``-j 4``
   (its state and trace) and the script alone with ``-j 4`` and ``-j 15`` (their logs);
-- fixtures/public/loader-imagenet/bursty-j4-h200-2026-11-25: the same on an H200 host, whose
+- fixtures/archive/public/loader-imagenet/bursty-j4-h200-2026-11-25: the same on an H200 host, whose
   profiled run stopped after its window (no restart seen).
 
 The model was derived from the mechanism (a pool of workers, their start-up, the host's cores),
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import lzma
 import re
 import statistics
 from functools import cache
@@ -31,10 +30,11 @@ from advisor.engine.host import HostFacts
 from advisor.engine.loader_model import LoaderRun, observe, predict, propose
 from advisor.ingest.base import load_trace
 from tests import validation_data as vd
+from tests.archive import archived
 from tests.conftest import ROOT
 
-H100 = ROOT / "fixtures" / "public" / "loader-imagenet" / "bursty-j4-2026-11-25"
-H200 = ROOT / "fixtures" / "public" / "loader-imagenet" / "bursty-j4-h200-2026-11-25"
+H100 = archived("public/loader-imagenet/bursty-j4-2026-11-25")  # unpacked (tests.archive)
+H200 = archived("public/loader-imagenet/bursty-j4-h200-2026-11-25")
 LINE = re.compile(r"Epoch: \[(\d+)\]\[\s*(\d+)/\s*(\d+)\]\s+Time\s+([\d.]+)")
 MEASURED_WORKERS = 15  # the by-hand run: -j 15 (16 cores)
 
@@ -145,11 +145,9 @@ def test_a_run_without_restarts_or_waits_predicts_no_gain_from_workers():
 
 
 @pytest.fixture(scope="module")
-def j4_findings(tmp_path_factory):
+def j4_findings():
     """The H100 run's trace analysed with its session state, as `advisor profile` does."""
-    path = tmp_path_factory.mktemp("j4") / "trace_rank0.json"
-    path.write_bytes(lzma.decompress((H100 / "trace_rank0.json.xz").read_bytes()))
-    graph = load_trace(path)
+    graph = load_trace(H100 / "trace_rank0.json.gz")  # the archive's xz, unpacked
     return analyze_graph(graph, facts=HostFacts.from_state(_state(H100))).results.findings
 
 

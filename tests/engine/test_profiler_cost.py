@@ -17,6 +17,7 @@ from advisor.engine.profiler_cost import (
 )
 from advisor.engine.profiler_fit import replay_median_ns
 from advisor.report.json_report import to_dict
+from tests.archive import readable
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "scenarios"
 CAPTURE = FIXTURES / "uncaptured-cuda-graph" / "bad"
@@ -26,11 +27,11 @@ CAPTURE = FIXTURES / "uncaptured-cuda-graph" / "bad"
     ("nsys.sqlite.gz", "nsys", "cuda,nvtx,osrt,cublas,cudnn"),
     ("trace.json.gz", "torch.profiler", "shapes"),
     # captured with `-t cuda,nvtx` (advisor profile --nsys's default since the second pass)
-    ("../../../unprofiled/h100-2026-11-23b/nanogpt-nsys-lean/nsys_rank0.sqlite.gz", "nsys",
+    ("../../../archive/unprofiled/h100-2026-11-23b/nanogpt-nsys-lean/nsys_rank0.sqlite.gz", "nsys",
      "cuda,nvtx"),
 ])
 def test_calibration_is_detected_and_stated(name, profiler, config):
-    a = analyze((CAPTURE / name).resolve())
+    a = analyze(readable((CAPTURE / name).resolve()))
     cal = detect(a.graph)
     assert (cal.profiler, cal.config) == (profiler, config)
     assert cal == CALIBRATIONS[(profiler, config)]

@@ -1,6 +1,6 @@
 """torch.profiler-with-stacks costs against real H100 captures whose step was also measured.
 
-Each capture in fixtures/unprofiled/h100-2026-11-23d is an `advisor profile` run (its default:
+Each capture in fixtures/archive/unprofiled/h100-2026-11-23d is an `advisor profile` run (its default:
 shapes and stacks) cut to its first steps; ``steps_rank0.json`` holds every step it timed outside
 the window, the unprofiled step a bare-trace analysis has to predict. The shipped costs were
 fitted on these captures (`benchmarks/profiler_cost_fit.py`), so the check here is that the
@@ -16,10 +16,11 @@ import statistics
 import pytest
 
 from advisor.engine import profiler_cost as pc
+from tests.archive import readable
 from tests.conftest import ROOT
 from tests.engine.profiler_cost_data import Capture, captures, measured_outside
 
-DIRS = [ROOT / "fixtures/unprofiled/h100-2026-11-23d" / r for r in ("run1", "run2")]
+DIRS = [ROOT / "fixtures/archive/unprofiled/h100-2026-11-23d" / r for r in ("run1", "run2")]
 CAPTURES = captures(DIRS)
 STACK = pc.CALIBRATIONS[("torch.profiler", "shapes,stack")]
 
@@ -68,12 +69,12 @@ def test_the_report_states_what_the_bare_trace_is_good_to(loaded):
     from advisor.report.json_report import to_dict
 
     trace = next(d for n, d in CAPTURES if n.endswith("nanogpt-kineto")) / "trace_rank0.json.gz"
-    out = to_dict(analyze(trace))
+    out = to_dict(analyze(readable(trace)))
     assert out["model_check"]["calibration"]["expected_error"] == STACK.expected_error
     assert out["model_check"]["profiler_overhead_ms"] > 5
 
 
-RUN3 = ROOT / "fixtures/unprofiled/h100-2026-11-23d/run3"
+RUN3 = ROOT / "fixtures/archive/unprofiled/h100-2026-11-23d/run3"
 """A third device run the costs were not fitted on (same workloads, a later machine), with each
 workload also captured under `advisor profile --nsys` right after its torch.profiler capture."""
 
@@ -104,14 +105,14 @@ def test_nsys_from_a_bare_trace_against_the_same_machines_measured_step(unseen):
     errors = []
     for c in unseen:
         trace = RUN3 / c.workload.replace("-kineto", "-nsys") / "nsys_rank0.sqlite.gz"
-        an = analyze(trace)
+        an = analyze(readable(trace))
         assert an.results.replay.calibration["config"] == nsys.config
         errors.append(an.results.replay.unprofiled_median_ns / 1e6 / c.measured_ms - 1)
     rms = statistics.fmean(e * e for e in errors) ** 0.5
     assert max(map(abs, errors)) < 0.25 and abs(rms - nsys.expected_error) < 0.05, errors
 
 
-PUBLIC = ROOT / "fixtures/unprofiled/h100-2026-11-23d/public"
+PUBLIC = ROOT / "fixtures/archive/unprofiled/h100-2026-11-23d/public"
 """HF run_clm.py (GPT-2 bf16) under `advisor profile` on the H100, eager and with the Trainer's
 own compile knob (`benchmarks/public/hf_stack_check.sh`): a public script no fit saw."""
 

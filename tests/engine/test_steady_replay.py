@@ -18,6 +18,7 @@ from advisor.analysis import Analysis, analyze
 from advisor.engine.effects import SetOpDurations, merge
 from advisor.engine.whatif import SETTLE_TOL, Simulation
 from advisor.graph.queries import steps_ops
+from tests.archive import readable
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures"
 CHECK_ATTENTION = "scenarios-check/unfused-attention/bad/trace.json.gz"
@@ -29,13 +30,13 @@ TRACES = [
     "scenarios/host-sync/bad/nsys.sqlite.gz",
     "scenarios/uncaptured-cuda-graph/bad/nsys.sqlite.gz",
     "public/loader-imagenet/nsys.sqlite.gz",
-    "unprofiled/h100-2026-11-23/res/timm-nsys/nsys_rank0.sqlite.gz",
+    "archive/unprofiled/h100-2026-11-23/res/timm-nsys/nsys_rank0.sqlite.gz",
 ]
 
 
 @lru_cache(maxsize=2)
 def _analysis(rel: str) -> Analysis:
-    return analyze(ROOT / rel)
+    return analyze(readable(ROOT / rel))
 
 
 def _agree(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -3,7 +3,9 @@
 The what-if engine is an optimisation target (issue #17): its results must not move while it gets
 faster. This records, per trace in ``fixtures/`` and ``../shared/traces``, every finding's
 estimate (speedup, low, high, predicted step), the combined estimate, and the replayed baseline
-(observed and unprofiled step periods). The golden file is written only on request, after review:
+(observed and unprofiled step periods). The fixtures are the test traces `fixtures/manifest.toml`
+lists, not the evidence archive (`fixtures/archive/`). The golden file is written only on
+request, after review:
 
     python tests/golden/estimates.py --write      # regenerate tests/golden/estimates.json
     python tests/golden/estimates.py TRACE...     # print the record of some traces
@@ -25,16 +27,14 @@ SUFFIXES = (".sqlite", ".sqlite.gz", ".json.gz")
 
 
 def trace_keys() -> list[str]:
-    """Paths of the traces, relative to the repository root (shared ones start with ``../``)."""
-    found = [p for p in (ROOT / "fixtures").rglob("*") if p.name.endswith(SUFFIXES)]
+    """Paths of the traces, relative to the repository root (shared ones start with ``../``):
+    the manifest's test traces, then every trace in ../shared/traces."""
+    from tests.fixture_manifest import trace_keys as fixture_keys
+
+    keys = fixture_keys()
     if SHARED_TRACES.exists():
-        found += [p for p in SHARED_TRACES.rglob("*") if p.name.endswith(SUFFIXES)]
-    keys = []
-    for p in found:
-        try:
-            keys.append(str(p.relative_to(ROOT)))
-        except ValueError:
-            keys.append("../shared/traces/" + str(p.relative_to(SHARED_TRACES)))
+        keys += ["../shared/traces/" + str(p.relative_to(SHARED_TRACES))
+                 for p in SHARED_TRACES.rglob("*") if p.name.endswith(SUFFIXES)]
     return sorted(keys)
 
 

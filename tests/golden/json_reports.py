@@ -1,9 +1,10 @@
 """The JSON result of `advisor analyze` on every fixture, for the byte-identity test beside it.
 
 Issue #16 rebuilt the report around one model (`advisor.report.model`) with the promise that the
-JSON does not change by a byte. This records, per trace under ``fixtures/`` and
-``advisor/examples/``, the exact text `advisor analyze --json` writes, with the two fields that
-depend on the machine rather than the analysis normalised (`normalise`):
+JSON does not change by a byte. This records, per test trace (``fixtures/manifest.toml``; the
+evidence archive ``fixtures/archive/`` is not swept) and per trace in ``advisor/examples/``,
+the exact text `advisor analyze --json` writes, with the two fields that depend on the machine
+rather than the analysis normalised (`normalise`):
 
 - ``trace.path``: the absolute path the trace was read from -> its path relative to the
   repository root (a checkout elsewhere must compare equal);
@@ -32,10 +33,12 @@ SUFFIXES = (".sqlite", ".sqlite.gz", ".json.gz")
 
 
 def trace_keys() -> list[str]:
-    """Fixture traces, relative to the repository root."""
-    found = [p for base in ("fixtures", "advisor/examples") for p in (ROOT / base).rglob("*")
-             if p.name.endswith(SUFFIXES)]
-    return sorted(str(p.relative_to(ROOT)) for p in found)
+    """The manifest's test traces and the packaged examples, relative to the repository root."""
+    from tests.fixture_manifest import trace_keys as fixture_keys
+
+    examples = [str(p.relative_to(ROOT)) for p in (ROOT / "advisor" / "examples").rglob("*")
+                if p.name.endswith(SUFFIXES)]
+    return sorted(fixture_keys() + examples)
 
 
 def golden_path(key: str) -> Path:

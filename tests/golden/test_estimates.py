@@ -13,6 +13,7 @@ import math
 
 import pytest
 
+from tests.fixture_manifest import trace_keys
 from tests.golden.conftest import analysis_of
 from tests.golden.estimates import GOLDEN, ROOT, record
 
@@ -28,9 +29,10 @@ def close(got, want, key: str) -> bool:
     return math.isclose(got, want, rel_tol=1e-6)
 
 
-def test_the_golden_covers_the_fixtures():
-    assert [k for k in WANT if k.startswith("fixtures/")], "no fixture in estimates.json"
-    assert all((ROOT / k).exists() for k in WANT if k.startswith("fixtures/"))
+def test_the_golden_covers_the_test_traces_and_nothing_else():
+    """Exactly the manifest's traces (fixtures/manifest.toml): the evidence archive is not swept."""
+    recorded = {k for k in WANT if k.startswith("fixtures/")}
+    assert recorded == set(trace_keys()), "python tests/golden/estimates.py --write, after review"
 
 
 @pytest.mark.grouped_by("trace_key")

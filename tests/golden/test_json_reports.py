@@ -15,15 +15,17 @@ import pytest
 
 from advisor.report.json_report import write_json
 from tests.golden.conftest import analysis_of
-from tests.golden.json_reports import ROOT, golden_path, normalise, render, trace_keys
+from tests.golden.json_reports import GOLDEN_DIR, ROOT, golden_path, normalise, render, trace_keys
 
 KEYS = trace_keys()
 
 
-def test_every_fixture_has_a_golden():
+def test_every_test_trace_has_a_golden_and_every_golden_a_trace():
     assert len(KEYS) > 50
     missing = [k for k in KEYS if not golden_path(k).exists()]
     assert not missing, f"no golden JSON for {missing}: python tests/golden/json_reports.py --write"
+    stale = sorted({p.name for p in GOLDEN_DIR.glob("*.json")} - {golden_path(k).name for k in KEYS})
+    assert not stale, f"golden JSON of traces no longer swept (fixtures/manifest.toml): {stale}"
 
 
 @pytest.mark.grouped_by("trace_key")

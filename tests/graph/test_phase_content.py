@@ -18,16 +18,17 @@ import pytest
 from advisor.analysis import Analysis, analyze
 from advisor.engine.context import analysed_steps
 from advisor.ingest.base import load_trace
+from tests.archive import readable
 
 ROOT = Path(__file__).resolve().parents[2]
 NANOGPT_STACKS = ROOT / "fixtures/source-lines/traces/nanogpt/trace_rank0.json.gz"
-NANOGPT_NSYS = ROOT / "fixtures/unprofiled/h100-2026-11-23b/nanogpt-nsys/nsys_rank0.sqlite.gz"
+NANOGPT_NSYS = ROOT / "fixtures/archive/unprofiled/h100-2026-11-23b/nanogpt-nsys/nsys_rank0.sqlite.gz"
 LOSS_LOOP = ROOT / "fixtures/source-lines/traces/cpu-bound-loss/trace_rank0.json.gz"
 
 
 @cache
 def _analysis(path: Path) -> Analysis:
-    return analyze(path)
+    return analyze(readable(path))
 
 
 def _rules(a: Analysis) -> dict[str, object]:
@@ -112,7 +113,7 @@ def test_a_frameworks_frame_that_passes_the_loss_along_is_no_loss_code():
     Lightning's ``automatic.py _clone_loss`` after ``training_step`` returned: 3 ms of
     Lightning's own host work called a per-sample loss loop (cpu-bound-loss 1.95x). Only loss
     code counts: the launch-bound step is uncaptured-cuda-graph's."""
-    a = _analysis(ROOT / "fixtures/unprofiled/h100-2026-11-23d/run3/fw-lightning-kineto/"
+    a = _analysis(ROOT / "fixtures/archive/unprofiled/h100-2026-11-23d/run3/fw-lightning-kineto/"
                          "trace_rank0.json.gz")
     rules = _rules(a)
     assert "cpu-bound-loss" not in rules and "uncaptured-cuda-graph" in rules

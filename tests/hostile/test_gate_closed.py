@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, seed, settings
 from hypothesis import strategies as st
 
+from tests.conftest import session_scheduler
 from tests.hostile.conftest import FIXTURES, ROOT, assert_held, run_cli, run_process, snapshot
 
 JOBS = ROOT / "fixtures" / "jobs" / "h200x2-ddp" / "torch"
@@ -394,7 +395,8 @@ def jobs() -> tuple:
     from advisor.job.api import analyze_job
     from advisor.job.workload import gate_input
 
-    return tuple(gate_input(analyze_job([JOBS / name], rank_rules="none"))
+    return tuple(gate_input(analyze_job([JOBS / name], scheduler=session_scheduler(),
+                                        rank_rules="none"))
                  for name in ("baseline", "slow-rank"))
 
 

@@ -1,6 +1,6 @@
 """Python stacks sampled beside an nsys export become its Python-frame ranges and source lines.
 
-The export and its step clock are a real pair: ``fixtures/unprofiled/h100-2026-11-23b/
+The export and its step clock are a real pair: ``fixtures/archive/unprofiled/h100-2026-11-23b/
 nanogpt-nsys`` is `advisor profile --nsys` of nanoGPT on an H100, with the session's status file
 (``capture_rank0.json``, each step's start and end on the job's clock) written by the same run.
 That pair tests the clock fit on real data.
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.archive import archived
 from tests.conftest import ROOT
 
 torch = pytest.importorskip("torch", reason="the samples are recorded on a real torch loop")
@@ -48,7 +49,7 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-CAPTURE = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23b" / "nanogpt-nsys"
+CAPTURE = archived("unprofiled/h100-2026-11-23b/nanogpt-nsys")  # unpacked (tests.archive)
 
 
 def _status() -> dict:

@@ -17,7 +17,7 @@ from functools import cache
 import pytest
 
 from advisor.job.api import analyze_job
-from tests.conftest import ROOT
+from tests.conftest import ROOT, session_scheduler
 
 RUN = ROOT / "fixtures" / "jobs" / "h200x2-ddp"
 MEASURED_MS = json.loads((RUN / "measured.json").read_text())["step_ms"]
@@ -27,7 +27,7 @@ BAND = 1.35  # estimate / measured, the band every estimate in docs/validation.m
 @cache
 def job(variant: str, profiler: str = "torch"):
     path = RUN / "torch" / variant if profiler == "torch" else RUN / "nsys" / f"{variant}.sqlite.gz"
-    return analyze_job([path], workers=1, rank_rules="none")
+    return analyze_job([path], scheduler=session_scheduler(), rank_rules="none")
 
 
 def finding(j, rule: str):
@@ -114,7 +114,8 @@ GPU_BOUND_MS = json.loads((GPU_BOUND_RUN / "measured.json").read_text())["step_m
 
 @cache
 def gpu_bound_job(variant: str):
-    return analyze_job([GPU_BOUND_RUN / "torch" / variant], workers=1, rank_rules="none")
+    return analyze_job([GPU_BOUND_RUN / "torch" / variant], scheduler=session_scheduler(),
+                       rank_rules="none")
 
 
 def test_gpu_bound_run_slow_rank_estimate_matches_its_measured_gain():

@@ -1,4 +1,5 @@
-"""`advisor analyze` over several ranks, end to end on the local Dask cluster."""
+"""`advisor analyze` over several ranks, end to end on the session's Dask cluster
+(`tests.conftest.session_scheduler`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import jsonschema
 
 from advisor.cli import main
 from advisor.job.rule import load_job_rules
-from tests.conftest import shared
+from tests.conftest import session_scheduler, shared
 from tests.job.conftest import STRAGGLER, WORLD
 
 JOB_SCHEMA = Path(__file__).parents[2] / "advisor" / "report" / "job_schema.json"
@@ -17,7 +18,8 @@ JOB_SCHEMA = Path(__file__).parents[2] / "advisor" / "report" / "job_schema.json
 
 def test_folder_of_ranks_json_and_html(synth_ranks, tmp_path, capsys):
     out, html = tmp_path / "job.json", tmp_path / "job.html"
-    rc = main(["analyze", str(synth_ranks[0].parent), "--workers", "2", "--json", str(out),
+    rc = main(["analyze", str(synth_ranks[0].parent), "--scheduler", session_scheduler(),
+               "--json", str(out),
                "--html", str(html)])
     assert rc == 0
     d = json.loads(out.read_text())
@@ -35,7 +37,8 @@ def test_folder_of_ranks_json_and_html(synth_ranks, tmp_path, capsys):
 
 def test_one_nsys_file_with_two_ranks_as_a_job(tmp_path):
     out = tmp_path / "job.json"
-    rc = main(["analyze", "--job", str(shared("nsys-ai/mfu_2gpu_before.sqlite")), "--workers", "1",
+    rc = main(["analyze", "--job", str(shared("nsys-ai/mfu_2gpu_before.sqlite")),
+               "--scheduler", session_scheduler(),
                "--rank-rules", "none", "--json", str(out), "-q"])
     assert rc == 0
     d = json.loads(out.read_text())
@@ -47,7 +50,7 @@ def test_one_nsys_file_with_two_ranks_as_a_job(tmp_path):
 def test_bad_rank_input_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "rank0.json").write_text("not a trace")
     (tmp_path / "rank1.json").write_text("{}")
-    rc = main(["analyze", str(tmp_path), "--workers", "1"])
+    rc = main(["analyze", str(tmp_path), "--scheduler", session_scheduler()])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err[-1].startswith("advisor: error:") and "Traceback" not in "".join(err)
     assert main(["analyze", str(tmp_path / "nothing*.json")]) == 2

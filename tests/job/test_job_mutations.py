@@ -17,7 +17,7 @@ import pytest
 
 from advisor.job.model import build_job
 from advisor.job.rule import run_job_rules
-from tests.conftest import ROOT
+from tests.conftest import ROOT, session_scheduler
 from tests.job.test_load_imbalance import imbalance_miss
 from tests.job.test_straggler_saving import mfu_job, straggler_miss
 
@@ -68,7 +68,7 @@ def _straggler_caught(_summaries) -> bool:
     for run, path in (("h200x2-ddp", "torch/slow-rank"), ("h200x2-ddp", "nsys/slow-rank.sqlite.gz"),
                       ("h200x2-ddp-b32", "torch/slow-rank")):
         ms = json.loads((RUNS / run / "measured.json").read_text())["step_ms"]
-        j = analyze_job([RUNS / run / path], workers=1, rank_rules="none")
+        j = analyze_job([RUNS / run / path], scheduler=session_scheduler(), rank_rules="none")
         f = next((x for x in j.findings if x.rule == "straggler-rank"), None)
         ratio = f.estimate.speedup / (ms["slow-rank"] / ms["slow-rank-fixed"]) if f else 0.0
         caught |= not 1 / BAND <= ratio <= BAND

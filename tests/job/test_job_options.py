@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from advisor.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, session_scheduler
 
 LOADER_JITTER = ROOT / "fixtures/scenarios/loader-jitter/bad/trace.json.gz"
 
@@ -23,7 +23,7 @@ def jitter_job(tmp_path_factory):
 
 
 def _job(args, capsys) -> tuple[int, dict | None, str, str]:
-    rc = main(["analyze", *args, "--workers", "1", "--json", "-"])
+    rc = main(["analyze", *args, "--scheduler", session_scheduler(), "--json", "-"])
     out, err = capsys.readouterr()
     return rc, (json.loads(out) if rc == 0 else None), out, err
 
@@ -97,7 +97,8 @@ def test_show_fixes_prints_the_fix_code(jitter_job, capsys):
     _, d, _, _ = _job([str(jitter_job), "-q", "--select", "loader-jitter"], capsys)
     snippet = d["rank_findings"][0]["fix_snippet"]
     first = next(line.strip() for line in snippet.splitlines() if line.strip())
-    args = ["analyze", str(jitter_job), "--workers", "1", "--select", "loader-jitter"]
+    args = ["analyze", str(jitter_job), "--scheduler", session_scheduler(), "--select",
+            "loader-jitter"]
     assert main(args) == 0
     assert first not in capsys.readouterr().out
     assert main([*args, "--show-fixes"]) == 0
@@ -108,7 +109,8 @@ def test_show_fixes_prints_the_fix_code(jitter_job, capsys):
 def test_html_dash_is_stdout_on_a_job_and_on_one_trace(synth_ranks, tmp_path, capsys, monkeypatch,
                                                        as_job):
     monkeypatch.chdir(tmp_path)
-    target = [str(synth_ranks[0].parent), "--rank-rules", "none", "--workers", "1"] if as_job \
+    target = [str(synth_ranks[0].parent), "--rank-rules", "none", "--scheduler",
+              session_scheduler()] if as_job \
         else [str(LOADER_JITTER)]
     assert main(["analyze", *target, "--html", "-"]) == 0
     out, err = capsys.readouterr()
