@@ -9,7 +9,9 @@ each row too small to notice. Reports group by the operator (``aten::mul``) inst
 
 from __future__ import annotations
 
+import ast
 import re
+from dataclasses import dataclass
 
 _COUNTERS = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids|input_dims)\s*=.*$", re.S)
 
@@ -19,3 +21,78 @@ def operator_name(name: str) -> str:
     if "=" not in name:
         return name
     return _COUNTERS.sub("", name).strip() or name
+
+
+_EMITTED = re.compile(r"^(?P<name>.*?)(?P<counters>,\s*(?:stashed\s+)?seq\s*=.*|,\s*op_id\s*=.*"
+                      r"|,\s*sizes\s*=.*)$", re.S)
+_SEQ = re.compile(r"(?:^|,)\s*(?P<stashed>stashed\s+)?seq\s*=\s*(?P<n>\d+)")
+_SIZES = re.compile(r",\s*sizes\s*=\s*(?P<sizes>\[.*?\])\s*(?:,\s*input_op_ids\s*=|$)", re.S)
+EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+"""The prefix of the range around each autograd node the backward pass runs."""
+_NAMESPACED = re.compile(r"[A-Za-z_]\w*(?:::\w+)+")
+"""An operator's qualified name (``aten::mul``, ``torch::autograd::AccumulateGrad``), matched
+whole: a framework's own scope (``FSDP::pre_forward (blocks.10)``) is a record_function, not an
+operator, as torch.profiler files it."""
+_AUTOGRAD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$")
+MAX_SIZES_CHARS = 4096
+"""Longer ``sizes = [...]`` text is not parsed (an operator over thousands of tensors): the
+operator keeps its name, without shapes."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvtxOperator:
+    """What a PyTorch NVTX range says about its operator (see `nvtx_operator`)."""
+
+    name: str  # the operator, counters stripped: ``aten::mul``
+    operator: bool  # a framework operator or autograd node, not a user's record_function
+    sequence: int = -1  # autograd sequence number (``seq = N``), -1: none
+    backward: bool = False  # a backward node's range (``autograd::engine::evaluate_function``)
+    shapes: tuple | None = None  # input sizes (``sizes = [[64, 512], []]``), when recorded
+
+
+def nvtx_operator(text: str) -> NvtxOperator | None:
+    """The operator of a range PyTorch wrote into NVTX, or None for any other range.
+
+    With ``torch.autograd.profiler.emit_nvtx`` (nsys ``--pytorch=autograd-nvtx`` or
+    ``autograd-shapes-nvtx``) every ``RecordFunction`` becomes an NVTX range named
+    ``<name>[, seq = N][, op_id = M][, sizes = [...]][, input_op_ids = [...]]``: the operators
+    (``aten::mul``), the autograd nodes the backward pass runs
+    (``autograd::engine::evaluate_function: MulBackward0`` carrying the sequence number of the
+    forward op that built it), and the user's ``record_function`` scopes (no sequence number).
+    Reading these as operators is what lets a capture with them give the phases, operator
+    grouping and framework detection that a torch.profiler trace gives."""
+    m = _EMITTED.match(text)
+    if m is None:
+        name = text.strip()
+        if not _NAMESPACED.fullmatch(name):
+            return None
+        return NvtxOperator(name, True)
+    name, counters = m.group("name").strip(), m.group("counters")
+    if not name:
+        return None
+    seq = _SEQ.search(counters)
+    node = bool(_AUTOGRAD_NODE.match(name))
+    # a node's own range (``DivBackward0, seq = N``) and the engine's range around it run the
+    # backward of the forward op numbered N
+    backward = node or name.startswith(EVALUATE_FUNCTION) or bool(seq and seq.group("stashed"))
+    operator = bool(_NAMESPACED.fullmatch(name)) or node or name.startswith(EVALUATE_FUNCTION)
+    return NvtxOperator(name, operator, int(seq.group("n")) if seq else -1, backward,
+                        _sizes(counters))
+
+
+def _sizes(counters: str) -> tuple | None:
+    m = _SIZES.search(counters)
+    if m is None or len(m.group("sizes")) > MAX_SIZES_CHARS:
+        return None
+    try:
+        value = ast.literal_eval(m.group("sizes"))
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return _as_shapes(value) if isinstance(value, list) else None
+
+
+def _as_shapes(value: object, depth: int = 0) -> object:
+    """Lists of ints (nested for TensorList inputs) -> tuples, as the Kineto reader keeps them."""
+    if isinstance(value, list) and depth < 4:
+        return tuple(_as_shapes(v, depth + 1) for v in value)
+    return value if isinstance(value, int) else None
