@@ -468,13 +468,17 @@ class Simulation:
                 # the launch goes, and with it the framework's dispatch of the op: the host
                 # work before the launch, and before the profiler's calls that lead into it
                 dur[k] = 0
-                left = dispatch
-                for j in (k, *lead_ins.get(k, ())):
-                    taken = min(gap[j], left)
-                    gap[j] -= taken
-                    left -= taken
-                    if left <= 0:
-                        break
+                g = gap[k]
+                lead = lead_ins.get(k) if g < dispatch else None
+                gap[k] = g - min(g, dispatch)
+                if lead:
+                    left = dispatch - g
+                    for j in lead:
+                        taken = min(gap[j], left)
+                        gap[j] -= taken
+                        left -= taken
+                        if left <= 0:
+                            break
 
     def _launch_nodes(self) -> list[int]:
         """Per op, the node of its launching call (-1: none in the window), read off the trace
