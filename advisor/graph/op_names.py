@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _COUNTERS = re.compile(r",\s*(?:seq|op_id|sizes|input_op_ids|input_dims)\s*=.*$", re.S)
 
@@ -61,23 +62,39 @@ def nvtx_operator(text: str) -> NvtxOperator | None:
     forward op that built it), and the user's ``record_function`` scopes (no sequence number).
     Reading these as operators is what lets a capture with them give the phases, operator
     grouping and framework detection that a torch.profiler trace gives."""
-    m = _EMITTED.match(text)
-    if m is None:
+    # emit_nvtx writes its counters as ", seq = N" ... (C++ fmt): found with str.find; the
+    # regular expression is kept for other spacing (a window holds 10^5 of these ranges)
+    cut = text.find(", ")
+    while cut >= 0 and not text.startswith(_MARKERS, cut):
+        cut = text.find(", ", cut + 2)
+    if cut >= 0:
+        name, counters = text[:cut].strip(), text[cut:]
+    elif "=" in text and (m := _EMITTED.match(text)) is not None:
+        name, counters = m.group("name").strip(), m.group("counters")
+    else:
         name = text.strip()
-        if not _NAMESPACED.fullmatch(name):
-            return None
-        return NvtxOperator(name, True)
-    name, counters = m.group("name").strip(), m.group("counters")
+        return NvtxOperator(name, True) if _kind(name)[0] else None
     if not name:
         return None
-    seq = _SEQ.search(counters)
-    node = bool(_AUTOGRAD_NODE.match(name))
+    operator, backward = _kind(name)
+    seq = _SEQ.search(counters) if "seq" in counters else None
     # a node's own range (``DivBackward0, seq = N``) and the engine's range around it run the
     # backward of the forward op numbered N
-    backward = node or name.startswith(EVALUATE_FUNCTION) or bool(seq and seq.group("stashed"))
-    operator = bool(_NAMESPACED.fullmatch(name)) or node or name.startswith(EVALUATE_FUNCTION)
+    backward = backward or bool(seq and seq.group("stashed"))
     return NvtxOperator(name, operator, int(seq.group("n")) if seq else -1, backward,
-                        _sizes(counters))
+                        _sizes(counters) if "sizes" in counters else None)
+
+
+_MARKERS = (", seq = ", ", stashed seq = ", ", op_id = ", ", sizes = ")
+
+
+@lru_cache(maxsize=65536)
+def _kind(name: str) -> tuple[bool, bool]:
+    """(an operator or autograd node, a backward range) by the name alone: a window repeats a
+    few hundred operator names, each tested once."""
+    node = bool(_AUTOGRAD_NODE.match(name))
+    engine = name.startswith(EVALUATE_FUNCTION)
+    return bool(_NAMESPACED.fullmatch(name)) or node or engine, node or engine
 
 
 def _sizes(counters: str) -> tuple | None:

@@ -536,11 +536,16 @@ def _number_backward_nodes(ranges: list[CpuRange]) -> None:
     for r in ranges:
         if r.fwd_thread > 0 and not r.name.startswith(EVALUATE_FUNCTION):
             nodes.setdefault((r.pid, r.tid, r.name), []).append(r)
-    for found in nodes.values():
+    starts: dict[tuple[int, int, str], list[int]] = {}
+    for key, found in nodes.items():
         found.sort(key=lambda r: r.start_ns)
+        starts[key] = [n.start_ns for n in found]
     for r in outer:
-        found = nodes.get((r.pid, r.tid, r.name[len(EVALUATE_FUNCTION):].strip()), [])
-        i = bisect_left([n.start_ns for n in found], r.start_ns) if found else 0
+        key = (r.pid, r.tid, r.name[len(EVALUATE_FUNCTION):].strip())
+        found = nodes.get(key)
+        if not found:
+            continue
+        i = bisect_left(starts[key], r.start_ns)
         if i < len(found) and found[i].end_ns <= r.end_ns:
             r.sequence, r.fwd_thread = found[i].sequence, found[i].fwd_thread
 
