@@ -38,6 +38,9 @@ _AUTOGRAD_NODE = re.compile(r"^[A-Z]\w*Backward\d*$")
 MAX_SIZES_CHARS = 4096
 """Longer ``sizes = [...]`` text is not parsed (an operator over thousands of tensors): the
 operator keeps its name, without shapes."""
+MAX_COUNTERS_CHARS = 65536
+"""Counters longer than this (a hostile or broken export: NVTX text may hold megabytes) are not
+searched for sizes, so the search stays bounded in the text's length."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,8 @@ def nvtx_operator(text: str) -> NvtxOperator | None:
     # backward of the forward op numbered N
     backward = backward or bool(seq and seq.group("stashed"))
     return NvtxOperator(name, operator, int(seq.group("n")) if seq else -1, backward,
-                        _sizes(counters) if "sizes" in counters else None)
+                        _sizes(counters) if "sizes" in counters and len(counters) <= MAX_COUNTERS_CHARS
+                        else None)
 
 
 _MARKERS = (", seq = ", ", stashed seq = ", ", op_id = ", ", sizes = ")
