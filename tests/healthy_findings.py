@@ -39,8 +39,10 @@ UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios/pageable-memcpy/good/trace.json.gz", "fp8-candidate"): _FP8,
     ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"): _FP32 + _KINETO_ONLY,
-    ("scenarios/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE + _KINETO_ONLY,
-    ("scenarios/unfused-attention/good/trace.json.gz", "unfused-gemm-gelu"): _GELU + _KINETO_ONLY,
+    ("scenarios/unfused-attention/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/unfused-attention/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios/unfused-attention/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"): _FP8 + "; nsys only",
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU + "; nsys only",
@@ -50,7 +52,8 @@ UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios-check/fp8-candidate/good/trace.json.gz", "compiler-fusion"): _COMPILE,
     ("scenarios-check/fp8-candidate/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"): _FP32 + _KINETO_ONLY,
-    ("scenarios-check/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE + _KINETO_ONLY,
+    ("scenarios-check/unfused-attention/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios-check/unfused-attention/good/trace.json.gz", "compiler-fusion"): _COMPILE,
     ("nsys-ai/mfu_2gpu_after.sqlite", "compiler-fusion"): "unmeasured: a third party's 2-GPU run, "
     "no compile variant of it exists",
     ("nsys-ai/mfu_2gpu_after.sqlite", "host-sync"): "unmeasured: 10 cudaMemcpyAsync per step wait "

@@ -194,17 +194,20 @@ _COMPUTE = (KernelCategory.GEMM, KernelCategory.ATTENTION)
 def _work(graph: OpGraph, op: GpuOp, precision: str) -> tuple[int | None, Work | None]:
     """The id of the operator instance that launched ``op`` and its work. Without operator
     ranges (nsys), a GEMM kernel whose signature the shape probe saw with one size
-    (`advisor.graph.gemm_shapes.candidate_sizes`) is its own instance."""
+    (`advisor.graph.gemm_shapes.candidate_sizes`) is its own instance; under an operator range
+    without shapes (nsys ``--pytorch=autograd-nvtx``) the probe's sizes stand for the range's."""
     r = launching_op(graph, op)
-    if r is None:
+    shapes = input_shapes(r) if r is not None else None
+    if not shapes:
         if classify(op) is KernelCategory.GEMM:
             sizes = candidate_sizes(graph, op)
             if len(sizes) == 1:
                 m, k, n = next(iter(sizes))
                 work = gemm_work("aten::mm", ((m, k), (k, n)), PRECISION_ITEMSIZE.get(precision))
-                return -1 - op.id, work
-        return None, None
-    return r.id, operator_work(r, input_shapes(r), PRECISION_ITEMSIZE.get(precision))
+                return (-1 - op.id if r is None else r.id), work
+        if r is None:
+            return None, None
+    return r.id, operator_work(r, shapes, PRECISION_ITEMSIZE.get(precision))
 
 
 def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp],

@@ -114,13 +114,17 @@ def detect(graph: OpGraph) -> Calibration:
     """The calibration for the profiler and configuration that recorded this trace."""
     fmt = graph.info.format
     if fmt == "nsys-sqlite":
-        config = _nsys_config(graph.info.software.get("nsys_traced", ""))
+        base = config = _nsys_config(graph.info.software.get("nsys_traced", ""))
         if graph.info.software.get("nsys_python_backtrace") == "yes":
             config += ",python-backtrace"
+        if any(r.source is RangeSource.OPERATOR for r in graph.ranges):
+            # PyTorch's operator ranges (``--pytorch=autograd-nvtx``): an NVTX push and pop
+            # per operator, on top of the CUDA calls the costs below were measured on
+            config += ",autograd-nvtx"
         if graph.info.totals.get("python_samples"):  # advisor's own stack sampler ran in the
             config += ",pystacks"  # window (advisor.capture.pystacks): its cost is not measured
         return CALIBRATIONS.get(("nsys", config)) or _unmeasured(
-            CALIBRATIONS[("nsys", "cuda,nvtx")], config)
+            CALIBRATIONS.get(("nsys", base), CALIBRATIONS[("nsys", "cuda,nvtx")]), config)
     if fmt == "kineto-json":
         config = "shapes,stack" if graph.info.totals.get("python_functions", 0) > 0 else "shapes"
         cal = CALIBRATIONS.get(("torch.profiler", config)) or _unmeasured(

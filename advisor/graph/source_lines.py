@@ -41,6 +41,7 @@ from functools import lru_cache
 
 from advisor.graph.frames import Frame, call_label, is_own_frame, is_user_file, parse
 from advisor.graph.model import CpuRange, OpGraph, RangeSource, Step
+from advisor.graph.op_names import EVALUATE_FUNCTION as OP_EVALUATE_FUNCTION
 from advisor.graph.step_breakdown import idle_segments
 
 NO_FRAME = Frame("(no Python frame)", 0, "")
@@ -52,7 +53,7 @@ BACKWARD_OF = "backward of its ops"
 AUTOGRAD = Frame("autograd", 0, "backward")
 """The flame view's leaf under a user frame for the backward of the nodes it created."""
 
-EVALUATE_FUNCTION = "autograd::engine::evaluate_function: "
+EVALUATE_FUNCTION = OP_EVALUATE_FUNCTION
 
 
 @dataclass(frozen=True, slots=True)

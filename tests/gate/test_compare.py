@@ -236,14 +236,24 @@ def test_different_gpus_or_profilers_cannot_be_compared(base):
 
 
 def test_a_graph_replay_hiding_every_kernel_cannot_be_compared(base):
-    """Nothing identifies a step that is one graph replay traced as a single row: the check is
-    not skipped (that passed unrelated workloads, issue #30), the gate cannot decide."""
+    """Nothing identifies a step that is one graph replay traced as a single row, in a capture
+    without operator ranges: the check is not skipped (that passed unrelated workloads, issue
+    #30), the gate cannot decide."""
     graph = (KernelRow("CUDA graph 1", "cuda-graph", 1, 12.0),)
-    graphed = replace(base, kernels=graph, counts={**base.counts, "graph_launches": 1})
+    graphed = replace(base, kernels=graph, counts={**base.counts, "graph_launches": 1}, ops={})
     for pair in ((graphed, with_match(base, "uncaptured-cuda-graph")), (base, graphed),
                  (graphed, graphed)):
         with pytest.raises(AnalysisError, match="CUDA graphs traced as single rows"):
             compare(*pair)
+
+
+def test_a_graph_replay_is_judged_on_the_operator_ranges_nsys_recorded(base):
+    """This nsys capture has PyTorch's operator ranges (emit_nvtx), read as operators since
+    issue 37: with the kernels hidden in a graph row, its host operators identify the step."""
+    assert base.ops  # the operators of the nsys export
+    graph = (KernelRow("CUDA graph 1", "cuda-graph", 1, 12.0),)
+    graphed = replace(base, kernels=graph, counts={**base.counts, "graph_launches": 1})
+    assert any("judged on its host operators" in n for n in compare(graphed, graphed).notes)
 
 
 def test_allowing_host_sync_on_the_fsdp_pair_leaves_the_unexplained_slowdown_failing(gate_input):

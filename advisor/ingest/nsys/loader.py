@@ -19,6 +19,7 @@ finding can be looked up in the export.
 from __future__ import annotations
 
 import sqlite3
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from advisor.graph.model import (
     SyncWait,
     TraceInfo,
 )
+from advisor.graph.op_names import EVALUATE_FUNCTION, nvtx_operator
 from advisor.graph.step_pattern import StepPattern, compile_step_pattern
 from advisor.graph.steps import matches_step, steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
@@ -413,7 +415,9 @@ class _Loader:
         if not w.whole:
             where += " AND start < ? AND end > ?"
             params = [w.end_ns, w.start_ns]
-        return [self._range(row) for row in self._scan(S.NVTX, where, params)]
+        ranges = [self._range(row) for row in self._scan(S.NVTX, where, params)]
+        _number_backward_nodes(ranges)
+        return ranges
 
     def _nvtx_name(self, row: tuple) -> str:
         text, text_id = row[5], row[6]
@@ -423,8 +427,20 @@ class _Loader:
         rowid, start, end, _type, gtid, text, text_id, domain_id, _end_tid = row
         name = text if text is not None else self.strings.get(text_id)
         domain = self.domains.get(domain_id, f"domain {domain_id}") if domain_id else ""
-        return CpuRange(rowid, name, start, end, S.pid_of(gtid), S.tid_of(gtid),
-                        RangeSource.NVTX, domain)
+        pid, tid = S.pid_of(gtid), S.tid_of(gtid)
+        # PyTorch writes its operator ranges (`--pytorch=autograd-nvtx`, emit_nvtx) into the
+        # default domain; libraries name theirs in their own (CUB's "cub::DeviceRadixSort" in
+        # "CCCL"), and those are not operators
+        op = nvtx_operator(name) if not domain_id and ("::" in name or "=" in name) else None
+        if op is None:
+            return CpuRange(rowid, name, start, end, pid, tid, RangeSource.NVTX, domain)
+        source = RangeSource.OPERATOR if op.operator else RangeSource.NVTX
+        rng = CpuRange(rowid, op.name, start, end, pid, tid, source, domain, shapes=op.shapes)
+        if op.sequence >= 0:
+            # Kineto's convention (`CpuRange.fwd_thread`): 0 on forward ops, nonzero on the
+            # backward nodes; nsys does not say which thread ran the forward op
+            rng.sequence, rng.fwd_thread = op.sequence, 1 if op.backward else 0
+        return rng
 
     # ----- trace description ----------------------------------------------------------------
 
@@ -503,6 +519,35 @@ class _Loader:
 
 
 # ----- row -> model ----------------------------------------------------------------------------
+
+
+def _number_backward_nodes(ranges: list[CpuRange]) -> None:
+    """Give each ``autograd::engine::evaluate_function: XBackward0`` range the sequence number
+    of the node it runs. emit_nvtx writes the number on the node's own range, nested right
+    inside (``XBackward0, seq = 3142, op_id = 1225`` under ``...evaluate_function:
+    XBackward0, op_id = 1224``: the HF GPT-2 capture's shape probe), where torch.profiler
+    writes it on the outer range; the source-line attribution reads it there
+    (`advisor.graph.source_lines`), as from a Kineto trace."""
+    outer = [r for r in ranges if r.source is RangeSource.OPERATOR and r.sequence < 0
+             and r.name.startswith(EVALUATE_FUNCTION)]
+    if not outer:
+        return
+    nodes: dict[tuple[int, int, str], list[CpuRange]] = {}
+    for r in ranges:
+        if r.fwd_thread > 0 and not r.name.startswith(EVALUATE_FUNCTION):
+            nodes.setdefault((r.pid, r.tid, r.name), []).append(r)
+    starts: dict[tuple[int, int, str], list[int]] = {}
+    for key, found in nodes.items():
+        found.sort(key=lambda r: r.start_ns)
+        starts[key] = [n.start_ns for n in found]
+    for r in outer:
+        key = (r.pid, r.tid, r.name[len(EVALUATE_FUNCTION):].strip())
+        found = nodes.get(key)
+        if not found:
+            continue
+        i = bisect_left(starts[key], r.start_ns)
+        if i < len(found) and found[i].end_ns <= r.end_ns:
+            r.sequence, r.fwd_thread = found[i].sequence, found[i].fwd_thread
 
 
 def _layer(ev_class: int | None, name: str, driver_class: int | None) -> ApiLayer:
