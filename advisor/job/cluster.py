@@ -18,7 +18,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +30,17 @@ from advisor.job.summary import RankSummary
 
 def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSummary]:
     """Dask task: one trace file in, its ranks' summaries out. A torch.profiler trace is read
-    through `slim_copy` (only the events a summary uses); anything else whole."""
+    through `slim_copy` (only the events a summary uses), an nsys export with only those
+    events selected by its loader (`SummaryEvents`); anything else whole."""
     from advisor.ingest.base import load_trace
-    from advisor.job.slim_trace import slim_copy
+    from advisor.job.slim_trace import SummaryEvents, slim_copy
     from advisor.job.summary import summarize_graph
 
     with slim_copy(path, options) as slim:
-        graph = load_trace(slim or path, options)
+        if slim is not None:
+            graph = load_trace(slim, options)
+        else:  # an nsys export's loader keeps only these events (other readers ignore them)
+            graph = load_trace(path, replace(options, events=SummaryEvents(options.step_pattern)))
     graph.info.path = str(path)
     return summarize_graph(graph, order)
 
