@@ -59,11 +59,12 @@ def summarize_files(batch: Sequence[tuple[str, int]],
     """Dask task: several files, one after the other (fewer, longer tasks on large jobs).
 
     A full collection after each file: a trace is read with the collector paused, and what it
-    built then goes to the oldest generation (`advisor.gc_pause`), so the graph's reference
-    cycles outlive it until Python's next full collection, which comes rarely. A worker kept
-    about 3 MB a torch.profiler rank that way: 256 ranks peaked at 1.06 GB against 0.47 GB for
-    64 (issue #39: memory flat in ranks). The collection costs a few ms against 0.1-0.3 s a
-    file, once the graph is gone (only the worker's own objects are left to walk)."""
+    built then goes to the oldest generation (`advisor.gc_pause`); the Kineto reader's event
+    mapper holds its handlers as bound methods (a reference cycle) and with it the events it
+    mapped, which so outlived the file until Python's next full collection, which comes
+    rarely. A worker kept about 3 MB a torch.profiler rank that way: 256 ranks peaked at
+    1.06 GB against 0.47 GB for 64 (issue #39: memory flat in ranks). The collection costs a
+    few ms against 0.1-0.3 s a file (only the worker's own objects are left to walk)."""
     import gc
 
     try:
