@@ -21,6 +21,7 @@ traces, for a before/after pair:
     python benchmarks/speed_table.py                          # both tables, this tree
     python benchmarks/speed_table.py --tables ranks --ranks 64,256,1024
     python benchmarks/speed_table.py --tree /tmp/before       # the same on older code
+    python benchmarks/speed_table.py --tables paired --pair /tmp/before --over 1 --repeat 2
 
 Reuses `analysis_scaling`'s trace list and `job_scale`'s process-tree sampler.
 """
@@ -149,6 +150,36 @@ def table_traces(tree: Path | None, repeat: int, only: str | None) -> None:
           f"({worst[1]}); {under} of {len(values)} at or under {TRACE_TARGET_S:g} s.**")
 
 
+def table_paired(before: Path, repeat: int, only: str | None, over: float) -> None:
+    """Each trace under the old tree and this one in turn (fastest of ``repeat`` each): on a
+    shared machine a pair taken together is comparable where two tables taken an hour apart
+    are not. ``over``: only the traces the old tree took longer than this on a first run."""
+    paths = [p for p in trace_paths() if only is None or only in str(p)]
+    print(f"\n### Paired: {before} then this tree, per trace (fastest of {repeat} each)\n")
+    print("| trace | before user+sys s | after user+sys s | change | before / after peak RSS MB "
+          "| load |")
+    print("|---|---:|---:|---:|---:|---:|")
+    pairs = []
+    for p in paths:
+        first = run_analyze([str(p)], before)
+        if first["cpu_s"] <= over:
+            continue
+        runs: dict[str, list[dict]] = {"before": [first], "after": []}
+        for i in range(2 * repeat - 1):
+            side = "after" if i % 2 == 0 else "before"
+            runs[side].append(run_analyze([str(p)], before if side == "before" else None))
+        b = min(runs["before"], key=lambda r: r["cpu_s"])
+        a = min(runs["after"], key=lambda r: r["cpu_s"])
+        pairs.append((b["cpu_s"], a["cpu_s"]))
+        print(f"| {label(p)} | {b['cpu_s']:.2f} | {a['cpu_s']:.2f} "
+              f"| {(a['cpu_s'] / b['cpu_s'] - 1) * 100:+.0f}% | {b['rss_mb']:.0f} / {a['rss_mb']:.0f} "
+              f"| {load()} |", flush=True)
+    if pairs:
+        ratio = statistics.median(a / b for b, a in pairs)
+        print(f"\n**{len(pairs)} traces; median after/before {ratio:.3f}; worst after "
+              f"{max(a for _, a in pairs):.2f} s.**")
+
+
 def rank_dir(root: Path, seed: Path, copies: int) -> Path:
     """``copies`` of ``seed`` in a folder of their own (made once, reused): hard links of an
     nsys export (its ranks are told apart by file), and of a torch.profiler trace copies whose
@@ -200,6 +231,10 @@ def main() -> None:
     ap.add_argument("--tree", type=Path, help="measure this checkout's advisor instead")
     ap.add_argument("--repeat", type=int, default=1, help="runs per trace (the fastest kept)")
     ap.add_argument("--only", help="traces whose path contains this")
+    ap.add_argument("--pair", type=Path, help="the old tree: each trace under it and this one "
+                    "in turn (table 'paired')")
+    ap.add_argument("--over", type=float, default=0.0,
+                    help="paired: only traces the old tree took longer than this (CPU s)")
     ap.add_argument("--ranks", default="64,256,1024")
     ap.add_argument("--seeds", default="nsys,kineto")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "advisor-speed-ranks",
@@ -211,6 +246,8 @@ def main() -> None:
           f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}")
     if "traces" in tables:
         table_traces(tree, args.repeat, args.only)
+    if "paired" in tables and args.pair:
+        table_paired(args.pair.resolve(), args.repeat, args.only, args.over)
     if "ranks" in tables:
         table_ranks(tree, [int(x) for x in args.ranks.split(",")], args.dir,
                     args.seeds.split(","))

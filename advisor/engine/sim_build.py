@@ -40,7 +40,6 @@ SYNC_RETURN_NS = 1_500
 """A synchronizing call that finds the GPU already done still costs about this much."""
 
 
-
 class SimulationBuild:
     """The construction of a simulation (`advisor.engine.whatif.Simulation` is one): what it
     reads off the trace once, before any what-if."""

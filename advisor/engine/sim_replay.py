@@ -20,12 +20,12 @@ SETTLE_TOL = 0.005
 or repeats the last pass's step periods, within this share of the mean period (0.5%: under
 the 2% a finding must save, `advisor.engine.runner.MIN_SPEEDUP`)."""
 
-Timeline = tuple[list[int], list[int], list[int]]
-"""A pass's node starts, node ends and op ends, in ns."""
-
 MAX_SETTLE_PASSES = 6
 """Passes of the window before a replay that has not settled is given up as drifting (a queue
 that grows without end in a GPU-bound loop repeats its periods from the second pass)."""
+
+Timeline = tuple[list[int], list[int], list[int]]
+"""A pass's node starts, node ends and op ends, in ns."""
 
 
 @dataclass(frozen=True)
