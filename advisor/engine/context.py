@@ -195,7 +195,8 @@ class RuleContext:
             e.apply(sim)
         # Effects that changed nothing (a fix with no calls or ops to act on in these steps)
         # leave the template as it was: its replay is the baseline's.
-        found = (sim.run() if sim.changed() else self.baseline), measure(sim, ordered)
+        found = (sim.run() if sim.changed() else self.baseline), measure(
+            sim, ordered, self._baseline_floors)  # what the effects left alone: the template's
         cache[ordered] = found
         return found
 

@@ -82,14 +82,45 @@ class PerStep:
         return StepFloors(tuple(floors))
 
 
-def measure(sim: Simulation, effects: Sequence[Effect] = ()) -> PerStep:
+HOST_COLUMNS = frozenset({"gap", "dur", "overlap_from"})
+"""The columns the host floor reads: a what-if that changed none of them (`Columns.owned`) has
+its template's host floor."""
+GPU_COLUMNS = frozenset({"op_removed", "op_side", "op_dur"})
+"""The columns the GPU floor reads (with the ops' streams and nodes, which never change)."""
+
+
+def measure(sim: Simulation, effects: Sequence[Effect] = (), base: PerStep | None = None) -> PerStep:
     """The floors of each step of ``sim`` as its effects left it (`Simulation.columns`), with
     the loader's from the effects that declare a batch supply.
 
     Per step: the busiest stream's kernels that stay (a side stream's copies on their own
     lane), and the host chain's own time (nodes that start after the chain's frontier; a call
-    that overlaps another thread's call adds no time of its own)."""
+    that overlaps another thread's call adds no time of its own).
+
+    ``base``: the floors of the template ``sim`` was forked from; a floor whose columns the
+    what-if left as they were is the template's, taken as it is instead of walked again (most
+    fixes change either the host or the GPU side: issue #39)."""
     c = sim.columns()
+    owned = c.owned if base is not None else GPU_COLUMNS | HOST_COLUMNS
+    need_gpu, need_host = not owned.isdisjoint(GPU_COLUMNS), not owned.isdisjoint(HOST_COLUMNS)
+    if base is not None and not (need_gpu or need_host):
+        gpu, host_t = base.gpu, base.host
+    elif need_gpu:
+        gpu, host = _walk(sim, c, need_host)
+        host_t = tuple(host) if need_host else base.host  # type: ignore[union-attr]
+    else:
+        host_t = _host_only(sim, c)
+        gpu = base.gpu  # type: ignore[union-attr]
+    supply = [e for e in effects if isinstance(e, BatchSupply)]
+    loader = None
+    if supply:
+        s = max(supply, key=lambda e: e.floor_ns)
+        loader = Floor("loader", s.floor_ns, s.what)
+    return PerStep(gpu, host_t, loader)
+
+
+def _walk(sim: Simulation, c, with_host: bool) -> tuple[tuple[int, ...], list[int]]:
+    """The GPU floor of each step, and (``with_host``) the host floor, in one walk."""
     n = len(sim.steps)
     step_of = _step_of_nodes(sim)
     lanes: list[dict[int, int]] = [{} for _ in range(n)]
@@ -99,7 +130,7 @@ def measure(sim: Simulation, effects: Sequence[Effect] = ()) -> PerStep:
     for ops, k, g, d, of in zip(c.node_ops, step_of, c.gap, c.dur, c.overlap_from):
         if k < 0:
             continue
-        if of < 0:
+        if with_host and of < 0:
             host[k] += g + d
         if not ops:
             continue
@@ -112,12 +143,16 @@ def measure(sim: Simulation, effects: Sequence[Effect] = ()) -> PerStep:
             else:
                 lane[stream[j]] = lane.get(stream[j], 0) + dur[j]
     gpu = tuple(max(max(lane.values(), default=0), sd) for lane, sd in zip(lanes, side))
-    supply = [e for e in effects if isinstance(e, BatchSupply)]
-    loader = None
-    if supply:
-        s = max(supply, key=lambda e: e.floor_ns)
-        loader = Floor("loader", s.floor_ns, s.what)
-    return PerStep(gpu, tuple(host), loader)
+    return gpu, host
+
+
+def _host_only(sim: Simulation, c) -> tuple[int, ...]:
+    """The host floor of each step alone (`measure`'s host half)."""
+    host = [0] * len(sim.steps)
+    for k, g, d, of in zip(_step_of_nodes(sim), c.gap, c.dur, c.overlap_from):
+        if k >= 0 and of < 0:
+            host[k] += g + d
+    return tuple(host)
 
 
 def _step_of_nodes(sim: Simulation) -> list[int]:

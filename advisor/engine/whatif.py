@@ -25,21 +25,30 @@ import copy
 import statistics
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from advisor.graph.model import ApiCall, GpuOp, OpGraph, Step
-from advisor.graph.syncs import host_waits
+from advisor.engine.sim_build import (  # noqa: F401 - the model's constants, read here by rules and tests
+    DEFAULT_LAUNCH_LATENCY_NS,
+    HOST_COMPUTE_OP_NS,
+    MAX_PLAUSIBLE_LAUNCH_NS,
+    SYNC_RETURN_NS,
+    SimulationBuild,
+    merged,
+)
+from advisor.engine.sim_columns import Built, Columns, Entries, Node, NodeView, Op, OpView
+from advisor.engine.sim_replay import (  # noqa: F401 - the model's constants, read here by tests
+    MAX_SETTLE_PASSES,
+    SETTLE_TOL,
+    Queues,
+    Replay,
+    replay_pass,
+    settle,
+)
+from advisor.graph.model import OpGraph, Step
 
 if TYPE_CHECKING:
     import numpy as np
-
-DEFAULT_LAUNCH_LATENCY_NS = 4_000
-"""Fallback host-launch-to-kernel-start latency when the trace has no idle-stream launches to read
-it from (H100, CUDA 13: 3-6 µs in our captures, fixtures/scenarios/uncaptured-cuda-graph/bad)."""
-
-MAX_PLAUSIBLE_LAUNCH_NS = 50_000
-"""A launch latency read off the trace above this means the GPU was always behind the host."""
 
 GRAPH_LAUNCH_NS = 10_000
 """Host cost of one ``cudaGraphLaunch`` of a captured training step (measured:
@@ -54,206 +63,35 @@ OP_DISPATCH_NS = 8_000
 dispatcher, TensorIterator setup), used when a trace shows no launches to read it from: 5-20 µs
 on an H100 host. A fused-away kernel saves its launch and this dispatch."""
 
-HOST_COMPUTE_OP_NS = 50_000
-"""A framework operator that runs this long on the host without launching any GPU work is
-computing on the CPU (CPU tensors, host-side preprocessing), not dispatching: eager dispatch of
-an operator that launches nothing (a view, a reshape, an empty) costs single-digit µs. A CUDA
-graph does not replay such an operator's work, so its time stays in a graph-captured step."""
-
 LONG_HOST_WORK_NS = 1_000_000
 """Host work between two CUDA calls longer than this is not launch overhead but computation the
 step needs (data preparation, CPU-side logic): a CUDA graph replay does not remove it."""
 
-SYNC_RETURN_NS = 1_500
-"""A synchronizing call that finds the GPU already done still costs about this much."""
 
-SETTLE_TOL = 0.005
-"""A replay has settled when another pass of the window would start from the same GPU queues,
-or repeats the last pass's step periods, within this share of the mean period (0.5%: under
-the 2% a finding must save, `advisor.engine.runner.MIN_SPEEDUP`)."""
-
-MAX_SETTLE_PASSES = 6
-"""Passes of the window before a replay that has not settled is given up as drifting (a queue
-that grows without end in a GPU-bound loop repeats its periods from the second pass)."""
-
-@dataclass(slots=True)
-class _Node:
-    """One host call, or a zero-length step marker, in the process's host chain."""
-
-    obs_start: int
-    obs_end: int
-    dur: int
-    call: ApiCall | None = None
-    step: int | None = None  # index of the step this marker starts
-    step_end: int | None = None  # index of the step this marker ends
-    gap_from: int = 0  # observed start of the host work in ``gap`` (edits keep it)
-    ops: list[int] | tuple[()] = ()  # its ops (`_link_ops`); most nodes launch none: no list
-    wait_op: int | None = None
-    wake: int = 0
-    gap: int = 0  # host work since the chain's frontier ended
-    overlap_from: int | None = None  # starts while node `overlap_from` is still running
-    overlap_offset: int = 0
-    graphed: bool = False
-    graph_head: bool = False
-
-
-@dataclass(slots=True)
-class _Op:
-    op: GpuOp
-    stream: tuple[int, int]
-    dur: int
-    launch_lat: int
-    stream_gap: int
-    side: bool = False  # moved to a side stream; its time counts against the step period only
-    graphed: bool = False
-    removed: bool = False  # fused away: its time goes, the waits before it stay
-
-
-def _fixed(name: str) -> property:
-    """A view's field that no what-if changes: read from the entry built at construction."""
-    return property(lambda self: getattr(self._e.base[self._i], name))
-
-
-def _column(name: str, optional: bool = False) -> property:
-    """A view's field stored in its simulation's column ``name`` (-1 stands for None)."""
-    if optional:
-        def get(self):
-            v = getattr(self._e.cols, name)[self._i]
-            return None if v < 0 else v
-
-        def put(self, v) -> None:
-            self._e.cols.own(name)[self._i] = -1 if v is None else v
-    else:
-        def get(self):
-            return getattr(self._e.cols, name)[self._i]
-
-        def put(self, v) -> None:
-            self._e.cols.own(name)[self._i] = v
-    return property(get, put)
-
-
-class _View:
-    """Entry ``i`` of a sealed simulation: changeable fields live in the columns (descriptors
-    of the subclass), the rest in the object built at construction, shared read-only."""
-
-    __slots__ = ("_e", "_i")
-
-    def __init__(self, entries: _Entries, i: int) -> None:
-        self._e, self._i = entries, i
-
-    def __getattr__(self, name: str):
-        return getattr(self._e.base[self._i], name)
-
-
-class _NodeView(_View):
-    """Node ``i`` of a sealed simulation (``call``, ``obs_start``, ``ops``... fixed)."""
-
-    __slots__ = ()
-    dur = _column("dur")
-    gap = _column("gap")
-    gap_from = _column("gap_from")
-    overlap_from = _column("overlap_from", optional=True)
-    overlap_offset = _column("overlap_offset")
-    wait_op = _column("wait_op", optional=True)
-    wake = _column("wake")
-    graphed = _column("graphed")
-    graph_head = _column("graph_head")
-    call = _fixed("call")
-    ops = _fixed("ops")
-    obs_start = _fixed("obs_start")
-    obs_end = _fixed("obs_end")
-
-
-class _OpView(_View):
-    """Op ``i`` of a sealed simulation (``op``, ``stream`` fixed)."""
-
-    __slots__ = ()
-    dur = _column("op_dur")
-    launch_lat = _column("op_lat")
-    stream_gap = _column("op_gap")
-    side = _column("op_side")
-    graphed = _column("op_graphed")
-    removed = _column("op_removed")
-    op = _fixed("op")
-    stream = _fixed("stream")
-
-
-class _Built(list):
-    """Nodes or ops of a simulation not sealed yet: plain objects, changed in place."""
-
-    def edit(self, i: int):
-        return self[i]
-
-
-class _Entries:
-    """A sealed simulation's nodes (or ops) as its edit methods see them: ``entries[i]`` is a
-    view whose changeable fields read and write the simulation's own columns, copy-on-write.
-
-    A what-if (`Simulation.fork`) so shares the template's nodes, ops and columns, and pays only
-    for the columns it changes; nothing it does reaches the template (issue #17: this replaces
-    copying every node and op per what-if).
-    """
-
-    __slots__ = ("base", "cols", "view")
-
-    def __init__(self, base: list, cols: _Columns, view: type) -> None:
-        self.base, self.cols, self.view = base, cols, view
-
-    def __len__(self) -> int:
-        return len(self.base)
-
-    def __getitem__(self, i: int):
-        return self.view(self, i)
-
-    def __iter__(self):
-        return (self.view(self, i) for i in range(len(self.base)))
-
-    def edit(self, i: int):
-        """Entry ``i`` to change (the same view: writes go to this simulation's columns)."""
-        return self.view(self, i)
-
-
-@dataclass(frozen=True)
-class Replay:
-    """Per-step GPU-side periods of a replay, in ns, once settled (`Simulation.run`):
-    ``settled`` False when the passes ran out before two agreed (the periods are then the
-    last pass's, still drifting); ``passes`` how many were replayed."""
-
-    periods: tuple[int, ...]
-    settled: bool = True
-    passes: int = 1
-
-    @property
-    def mean_ns(self) -> float:
-        return statistics.fmean(self.periods) if self.periods else 0.0
-
-    @property
-    def median_ns(self) -> float:
-        return statistics.median(self.periods) if self.periods else 0.0
-
-
-class Simulation:
-    """The steady steps of one process as a replayable dependency graph."""
+class Simulation(SimulationBuild):
+    """The steady steps of one process as a replayable dependency graph: built from the trace
+    (`SimulationBuild`), sealed into columns (`advisor.engine.sim_columns`), forked and edited
+    per what-if (the edit methods below), replayed (`advisor.engine.sim_replay`)."""
 
     def __init__(self, graph: OpGraph, steps: Sequence[Step]) -> None:
         if not steps:
             raise ValueError("no steps to simulate")
         self.graph = graph
         self.steps = list(steps)
-        self._cols: _Columns | None = None  # set once sealed (`_seal`)
+        self._cols: Columns | None = None  # set once sealed (`_seal`)
         pid = self.steps[0].pid
         self.pid = pid
         w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
         starts = graph._call_starts[0]  # calls are sorted by start: bisect to the window
         calls = [a for a in graph.api_calls[bisect_left(starts, w0):bisect_left(starts, w1)]
                  if a.pid == pid]
-        markers = [_Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
-        markers += [_Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
+        markers = [Node(s.cpu_start_ns, s.cpu_start_ns, 0, step=i) for i, s in enumerate(self.steps)]
+        markers += [Node(s.cpu_end_ns, s.cpu_end_ns, 0, step_end=i) for i, s in enumerate(self.steps)]
         markers.sort(key=lambda n: (n.obs_start, n.step is not None))  # an end before a start
-        self.nodes = _Built(_merged(markers, calls))
+        self.nodes = Built(merged(markers, calls))
         nodes = self.nodes
         self.node_of_call = {n.call.id: i for i, n in enumerate(nodes) if n.call is not None}
-        self.ops: list[_Op] = _Built()
+        self.ops: list[Op] = Built()
         self.op_index: dict[int, int] = {}
         self._stream_free_at: dict[tuple[int, int], int] = {}
         self._link_chain()
@@ -267,16 +105,16 @@ class Simulation:
         # (a fork is a shallow copy): `capture_graph` asks them of every node, once per what-if.
         self._derived: dict[str, object] = {}
 
-    def _seal(self) -> _Columns:
+    def _seal(self) -> Columns:
         """From here on the changeable fields live in flat columns (what `run` reads) and the
         nodes and ops are views of them; until then they are plain objects (cheap to build)."""
         if self._cols is None:
-            self._cols = _Columns.of(self.nodes, self.ops, self._stream_keys())
-            self.nodes = _Entries(self.nodes, self._cols, _NodeView)  # type: ignore[assignment]
-            self.ops = _Entries(self.ops, self._cols, _OpView)  # type: ignore[assignment]
+            self._cols = Columns.of(self.nodes, self.ops, self._stream_keys())
+            self.nodes = Entries(self.nodes, self._cols, NodeView)  # type: ignore[assignment]
+            self.ops = Entries(self.ops, self._cols, OpView)  # type: ignore[assignment]
         return self._cols
 
-    def seal(self) -> _Columns:
+    def seal(self) -> Columns:
         """`_seal` for the engine's modules that edit a simulation column by column
         (`profiler_cost.remove`): the columns are built once, and a replay before the edits
         reads the same ones (the recorded replay, then the template: `RuleContext`)."""
@@ -289,112 +127,15 @@ class Simulation:
         cols = self._seal().fork()
         new = copy.copy(self)
         new._cols = cols
-        new.nodes = _Entries(self.nodes.base, cols, _NodeView)
-        new.ops = _Entries(self.ops.base, cols, _OpView)
+        new.nodes = Entries(self.nodes.base, cols, NodeView)
+        new.ops = Entries(self.ops.base, cols, OpView)
         return new
 
     def changed(self) -> bool:
         """Has this what-if changed anything since it was forked (or built)? Every edit goes
-        through a column it then owns (`_Columns.own`)."""
+        through a column it then owns (`Columns.own`)."""
         return self._cols is None or bool(self._cols.owned)
 
-    # ----- construction --------------------------------------------------------------------
-
-    def _link_chain(self) -> None:
-        frontier = None
-        for i, n in enumerate(self.nodes):
-            if frontier is not None:
-                f = self.nodes[frontier]
-                if n.obs_start < f.obs_end:
-                    n.overlap_from, n.overlap_offset = frontier, n.obs_start - f.obs_start
-                else:
-                    n.gap, n.gap_from = n.obs_start - f.obs_end, f.obs_end
-            if frontier is None or n.obs_end >= self.nodes[frontier].obs_end:
-                frontier = i
-
-    def _link_ops(self, w0: int) -> None:
-        """Each launched op joins the simulation, tied to its launching node, with its launch
-        latency and the gap its stream showed before it. Built once per analysis, over every
-        call and op of the window: attribute reads are hoisted and the launch latencies gathered
-        in the same pass as the launches."""
-        graph, nodes, pid = self.graph, self.nodes, self.pid
-        get_ops = graph.ops_by_correlation.get  # `graph.launched`, once per node of the window
-        launcher = graph.api_by_correlation.get  # a reused id links no ops (`OpGraph.launched`)
-        launched: list[tuple[int, GpuOp]] = []
-        lat: list[int] = []  # launch to start, where not negative (the launch latency, below)
-        for i, n in enumerate(nodes):
-            call = n.call
-            if call is not None:
-                key = (call.pid, call.correlation)
-                ops = get_ops(key)
-                if ops and launcher(key) is call:
-                    if len(ops) > 1:
-                        ops = sorted(ops, key=lambda o: o.start_ns)
-                    for op in ops:
-                        launched.append((i, op))
-                        d = op.start_ns - n.obs_start
-                        if d >= 0:
-                            lat.append(d)
-        # Streams already busy with work launched before the window (the GPU runs behind): ops
-        # whose launch precedes the window or the trace, or that have no traced launch and run
-        # on a stream ahead of the window's first op there, hold the stream until they end.
-        in_window = {op.id for _, op in launched}
-        first_in_window: dict[tuple[int, int], int] = {}
-        for _, op in launched:
-            key = (op.device, op.stream)
-            t = first_in_window.get(key)
-            if t is None or op.start_ns < t:
-                first_in_window[key] = op.start_ns
-        stream_free_at = self._stream_free_at
-        for op in graph.gpu_ops:
-            if op.pid != pid or op.id in in_window:
-                continue
-            key = (op.device, op.stream)
-            call = graph.launcher(op)
-            if call is not None:
-                backlog = call.start_ns < w0
-            else:
-                backlog = graph.launched_before_trace(op) or op.start_ns < first_in_window.get(key, w0)
-            if backlog:
-                stream_free_at[key] = max(stream_free_at.get(key, 0), op.end_ns)
-        # Launch latency: the fastest launches are those that found their stream idle; when the
-        # GPU never caught up with the host the trace cannot show it, and the default applies.
-        lat.sort()
-        p5 = lat[len(lat) // 20] if lat else None
-        self.launch_latency = latency = p5 if p5 is not None and p5 <= MAX_PLAUSIBLE_LAUNCH_NS \
-            else DEFAULT_LAUNCH_LATENCY_NS
-        last_end = dict(stream_free_at)
-        sim_ops, op_index = self.ops, self.op_index
-        for i, op in launched:
-            key = (op.device, op.stream)
-            op_start, op_end = op.start_ns, op.end_ns
-            call_start = nodes[i].obs_start
-            pred_end = last_end.get(key)
-            if pred_end is None or call_start + latency > pred_end:
-                launch_lat, gap = (op_start - call_start if op_start > call_start else 0), 0
-            else:
-                d = op_start - call_start
-                launch_lat = latency if d > latency else (d if d > 0 else 0)
-                gap = op_start - pred_end if op_start > pred_end else 0
-            j = len(sim_ops)
-            op_index[op.id] = j
-            node = nodes[i]
-            if node.ops:
-                node.ops.append(j)
-            else:
-                node.ops = [j]
-            sim_ops.append(_Op(op, key, op_end - op_start, launch_lat, gap))
-            last_end[key] = max(pred_end or 0, op_end)
-
-    def _link_waits(self, calls: Iterable[ApiCall]) -> None:
-        for w in host_waits(self.graph, calls):
-            idx = self.op_index.get(w.op.id)
-            node = self.nodes[self.node_of_call[w.call.id]]
-            if idx is None:  # waited for work launched before the window: keep it as observed
-                continue
-            node.wait_op = idx
-            node.wake = max(0, node.obs_end - w.op.end_ns)
-            node.dur = min(node.dur, max(node.wake, SYNC_RETURN_NS))
 
     def remove_profiler_overhead(self, calibration=None) -> None:
         """Take the tracing profiler's own host cost out of the timeline (the calibration
@@ -406,40 +147,6 @@ class Simulation:
         profiler_cost.remove(self, self.calibration)
         self.dispatch_ns = self._measure_dispatch()
 
-    def _host_compute_in(self, a: int, b: int) -> int:
-        """Host time in [a, b) spent inside CPU-computing operators (`HOST_COMPUTE_OP_NS`)."""
-        spans = self._host_compute_spans
-        i = max(0, bisect_left(spans, (a, a)) - 1)
-        total = 0
-        while i < len(spans) and spans[i][0] < b:
-            total += max(0, min(b, spans[i][1]) - max(a, spans[i][0]))
-            i += 1
-        return total
-
-    @property
-    def _host_compute_spans(self) -> list[tuple[int, int]]:
-        if self._host_compute_cache is not None:
-            return self._host_compute_cache
-        from advisor.graph.api_names import is_launch
-        from advisor.graph.model import RangeSource
-
-        w0, w1 = self.steps[0].cpu_start_ns, self.steps[-1].cpu_end_ns
-        found = []
-        for r in self.graph.ranges:
-            if r.pid != self.pid or r.source is not RangeSource.OPERATOR or r.start_ns < w0 \
-                    or r.start_ns >= w1 or r.duration_ns < HOST_COMPUTE_OP_NS:
-                continue
-            calls = self.graph.api_calls_in(r.pid, r.tid, r.start_ns, r.end_ns)
-            if not any(is_launch(c.name) or "emcpy" in c.name or "emset" in c.name for c in calls):
-                found.append((r.start_ns, r.end_ns))
-        merged: list[tuple[int, int]] = []
-        for a, b in sorted(found):
-            if merged and a <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-            else:
-                merged.append((a, b))
-        self._host_compute_cache = merged
-        return merged
 
     # ----- what-if edits (used by effects) ---------------------------------------------------
 
@@ -485,7 +192,7 @@ class Simulation:
         once per template (`drop_ops` asks it of every op it drops)."""
         found = self._derived.get("launch_nodes")
         if found is None:
-            ops = self.ops.base if isinstance(self.ops, _Entries) else self.ops
+            ops = self.ops.base if isinstance(self.ops, Entries) else self.ops
             found = []
             for o in ops:
                 call = self.graph.launcher(o.op)
@@ -498,7 +205,7 @@ class Simulation:
         (framework dispatch and Python per op), read off the replay's own gaps once."""
         from advisor.graph.api_names import is_launch
 
-        nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
+        nodes = self.nodes.base if isinstance(self.nodes, Entries) else self.nodes
         # sealed: the gaps are read off the column (a view per node costs three times as much)
         gap_of = self._cols.gap if self._cols is not None else [n.gap for n in nodes]
         lead_ins = self.lead_ins
@@ -525,7 +232,7 @@ class Simulation:
         from advisor.engine.profiler_cost import PROFILER_CALLS
         from advisor.graph.api_names import is_launch
 
-        nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
+        nodes = self.nodes.base if isinstance(self.nodes, Entries) else self.nodes
         out: dict[int, tuple[int, ...]] = {}
         run: list[int] = []  # the profiler's calls since the last other node, nearest last
         for k, n in enumerate(nodes):
@@ -588,7 +295,7 @@ class Simulation:
         ovf = np.asarray(cols.overlap_from, dtype=np.int64)
         origin = min(int(obs[0]), spans[0][0])
         lo = np.where(ovf >= 0, obs[np.maximum(ovf, 0)], np.asarray(cols.gap_from, dtype=np.int64))
-        cut = _covered(spans, obs - origin, origin) - _covered(spans, lo - origin, origin)
+        cut = covered(spans, obs - origin, origin) - covered(spans, lo - origin, origin)
         for i in np.flatnonzero(cut > 0).tolist():
             c = int(cut[i])
             n = self.nodes[i]
@@ -623,8 +330,8 @@ class Simulation:
 
         found = self._derived.get("input_copies")
         if found is None:
-            ops = self.ops.base if isinstance(self.ops, _Entries) else self.ops
-            nodes = self.nodes.base if isinstance(self.nodes, _Entries) else self.nodes
+            ops = self.ops.base if isinstance(self.ops, Entries) else self.ops
+            nodes = self.nodes.base if isinstance(self.nodes, Entries) else self.nodes
             copies = {j for j, o in enumerate(ops)
                       if o.op.kind is GpuOpKind.MEMCPY and o.op.copy_kind == "HtoD"}
             found = [not copies.isdisjoint(n.ops) for n in nodes] if copies else [False] * len(nodes)
@@ -671,7 +378,7 @@ class Simulation:
             self._derived["host_compute_in_gaps"] = found
         return found  # type: ignore[return-value]
 
-    def _capture_plan(self, intervals: Iterable[tuple[int, int]]) -> list[_CapturePlan]:
+    def _capture_plan(self, intervals: Iterable[tuple[int, int]]) -> list[CapturePlan]:
         """Which nodes and ops a capture of ``intervals`` takes, per interval (sorted), read off
         the trace once per template and interval set (`capture_graph` is asked the same steps
         with other constants, for its low and high bounds). A capture takes the calls but the
@@ -700,7 +407,7 @@ class Simulation:
                 range(op_starts[r.start], op_starts[r.stop]) if op_starts is not None
                 else [j for i in r for j in node_ops[i]] for r in runs]
             others = [k for k in skip if k > runs[0].start] if runs else []
-            found.append(_CapturePlan(runs, ops, others))
+            found.append(CapturePlan(runs, ops, others))
         self._derived[key] = found
         return found
 
@@ -799,45 +506,15 @@ class Simulation:
             keys.setdefault(k, len(keys))
         return keys
 
-    def columns(self) -> _Columns:
+    def columns(self) -> Columns:
         """The nodes and ops as flat columns (built afresh while not sealed)."""
         if self._cols is not None:
             return self._cols
-        return _Columns.of(self.nodes, self.ops, self._stream_keys())
+        return Columns.of(self.nodes, self.ops, self._stream_keys())
 
     def run(self) -> Replay:
-        """The steps replayed until they settle: the window is replayed as the loop it is a
-        part of, each pass starting from the GPU queues the previous pass left behind, until a
-        pass leaves them as it found them or repeats the previous pass's periods
-        (`SETTLE_TOL`).
-
-        The first pass starts with the queues empty, not with the work the trace shows queued
-        when the window opened: that backlog is the unfixed program's, and a fix that changes
-        how far the GPU runs behind the host turns it into a transient (issue #35: with
-        unfused-attention's fix the steps ran 5.14 ms for four steps, then 8.3-10.0 ms, and
-        the estimate was the median of the transient). From empty queues each pass leaves
-        them at least as full as it found them, so the passes climb to the loop's own backlog
-        (the host-bound loop's) or, where the GPU is the bottleneck, to periods that repeat
-        while the queue grows."""
-        c = self.columns()
-        seed = _Queues.empty(len(c.stream_keys))
-        periods, left = self._pass(c, seed)
-        passes, settled = 1, False
-        while True:
-            tol = SETTLE_TOL * (statistics.fmean(periods) if periods else 0.0)
-            if left.same_as(seed, tol):
-                settled = True  # the next pass starts as this one did: it would repeat it
-                break
-            if passes >= MAX_SETTLE_PASSES:
-                break
-            seed = left
-            again, left = self._pass(c, seed)
-            passes += 1
-            if all(abs(a - b) <= tol for a, b in zip(again, periods)):
-                periods, settled = again, True  # the queue grows, the periods repeat
-                break
-            periods = again
-        return Replay(tuple(periods), settled=settled, passes=passes)
+        """The steps replayed until they settle (`advisor.engine.sim_replay.settle`)."""
+        return settle(self.columns(), len(self.steps), self._pass)
 
     def run_as_recorded(self) -> Replay:
         """One pass from the queues the trace shows when the window opens: the observed
@@ -849,153 +526,22 @@ class Simulation:
         (the first from empty queues, or ``as_recorded`` from the trace's): what `run` settles
         on, laid out for a check that its steps no longer drift."""
         c = self.columns()
-        seed = (_Queues.observed(self._stream_free_at, c.stream_keys, c.obs_start[0])
-                if as_recorded else _Queues.empty(len(c.stream_keys)))
+        seed = (Queues.observed(self._stream_free_at, c.stream_keys, c.obs_start[0])
+                if as_recorded else Queues.empty(len(c.stream_keys)))
         out = []
         for _ in range(n):
             periods, seed = self._pass(c, seed)
             out.append(tuple(periods))
         return out
 
-    def _pass(self, c: _Columns, seed: _Queues) -> tuple[list[int], _Queues]:
-        """One replay of the window from the GPU queues ``seed``: the steps' periods, and the
-        queues it leaves for the next pass (relative to where its host chain ends)."""
-        n_nodes, n_steps = len(c.dur), len(self.steps)
-        frontier_of, ovf, ovo, gap, dur = c.frontier, c.overlap_from, c.overlap_offset, c.gap, c.dur
-        step_start, step_end, head, graphed = c.step, c.step_end, c.graph_head, c.graphed
-        node_ops, wait_op, wake = c.node_ops, c.wait_op, c.wake
-        o_stream, o_dur, o_lat, o_gap, o_side, o_removed = (c.op_stream, c.op_dur, c.op_lat,
-                                                            c.op_gap, c.op_side, c.op_removed)
-        start = [0] * n_nodes
-        end = [0] * n_nodes
-        op_end = [0] * len(o_dur)
-        s = c.obs_start[0]
-        stream_free: list[int | None] = [None if t is None else s + t for t in seed.free]
-        carry = list(seed.carry)
-        # max end of any op launched so far (the GPU-side projection), starting with the work
-        # launched before the window that the GPU was still running
-        latest_end_launched = s + seed.latest if seed.latest is not None else 0
-        starts_at = [0] * n_steps
-        ends_at = [0] * n_steps
-        side_time = [0] * (n_steps + 1)
-        current_step = 0
-        graph_head_start = None
-        # The columns are walked together (zip) rather than indexed one by one: this loop is
-        # what every what-if pays, once per node of the window.
-        for i, of, oo, fr, g, d, ops, w, mark, hd in zip(range(n_nodes), ovf, ovo, frontier_of,
-                                                         gap, dur, node_ops, wait_op, c.marker,
-                                                         head):
-            if i:
-                s = start[of] + oo if of >= 0 else end[fr] + g
-            if mark:
-                k = step_start[i]
-                if k >= 0:
-                    starts_at[k] = s if s > latest_end_launched else latest_end_launched
-                    current_step = k
-                k = step_end[i]
-                if k >= 0:
-                    ends_at[k] = s if s > latest_end_launched else latest_end_launched
-            e = s + d
-            if ops:
-                if hd:
-                    graph_head_start = s
-                launch_base = graph_head_start if (graphed[i] and graph_head_start is not None) else s
-                for j in ops:
-                    st = o_stream[j]
-                    free = stream_free[st]
-                    if o_side[j] or o_removed[j]:
-                        # The op leaves this stream, but a wait before it (a cross-stream event
-                        # the gap encodes) still holds back whatever follows it on the stream,
-                        # and a host sync that waited for it now waits for the stream up to its
-                        # place.
-                        carry[st] += o_gap[j]
-                        if o_side[j]:
-                            side_time[min(current_step, n_steps - 1)] += o_dur[j]
-                        place = launch_base + o_lat[j]
-                        if free is not None and free + carry[st] > place:
-                            place = free + carry[st]
-                        op_end[j] = place
-                        continue
-                    os_ = launch_base + o_lat[j]
-                    if free is not None:
-                        ready = free + o_gap[j] + carry[st]
-                        carry[st] = 0
-                        if ready > os_:
-                            os_ = ready
-                    t = os_ + o_dur[j]
-                    op_end[j] = t
-                    stream_free[st] = t
-                    if t > latest_end_launched:
-                        latest_end_launched = t
-            elif hd:
-                graph_head_start = s
-            if w >= 0 and op_end[w] + wake[i] > e:
-                e = op_end[w] + wake[i]
-            start[i] = s
-            end[i] = e
-        self.replayed = (start, end, op_end)  # kept for inspection (tests, timelines)
-        periods = [max(ends_at[k] - starts_at[k], side_time[k]) for k in range(n_steps)]
-        # The loop goes on where the host chain stands at the window's end (its last node, the
-        # last step's end marker): the queues relative to that instant seed the next pass.
-        restart = start[-1] if n_nodes else 0
-        left = _Queues(tuple(None if t is None else t - restart for t in stream_free),
-                       tuple(carry), latest_end_launched - restart if n_nodes else None)
+    def _pass(self, c: Columns, seed: Queues) -> tuple[list[int], Queues]:
+        """One pass (`advisor.engine.sim_replay.replay_pass`); its timeline is kept as
+        ``replayed`` for inspection (tests, timelines)."""
+        periods, left, self.replayed = replay_pass(c, len(self.steps), seed)
         return periods, left
 
 
-@dataclass(frozen=True, slots=True)
-class _Queues:
-    """Where the GPU's streams stand when a pass of the replay starts, relative to the host
-    chain's start: each stream's end of queued work (None: never used), the cross-stream waits
-    a removed op carried over, and the end of all launched work."""
-
-    free: tuple[int | None, ...]
-    carry: tuple[int, ...]
-    latest: int | None
-
-    @classmethod
-    def observed(cls, free_at: dict[tuple[int, int], int], keys: dict[tuple[int, int], int],
-                 origin: int) -> _Queues:
-        """The queues the trace shows when the window opens (work launched before it)."""
-        free: list[int | None] = [None] * len(keys)
-        for key, t in free_at.items():
-            free[keys[key]] = t - origin
-        latest = max(free_at.values(), default=None)
-        return cls(tuple(free), (0,) * len(keys), None if latest is None else latest - origin)
-
-    @classmethod
-    def empty(cls, n: int) -> _Queues:
-        """Nothing queued on any of ``n`` streams."""
-        return cls((None,) * n, (0,) * n, None)
-
-    def same_as(self, other: _Queues, tol: float) -> bool:
-        """Would a pass from these queues replay as one from ``other``? Work that ends before
-        the host starts holds nothing back, so only the queued work ahead of it counts."""
-        def ahead(t: int | None) -> int:
-            return t if t is not None and t > 0 else 0
-
-        return (abs(ahead(self.latest) - ahead(other.latest)) <= tol
-                and all(abs(ahead(a) - ahead(b)) <= tol for a, b in zip(self.free, other.free))
-                and all(abs(a - b) <= tol for a, b in zip(self.carry, other.carry)))
-
-
-def _merged(markers: list[_Node], calls: list[ApiCall]) -> list[_Node]:
-    """The host chain in observed start order: a node per call, and the step markers (sorted),
-    each placed before the calls that start at its instant or later. The calls are in start
-    order already, so the few markers are put in by bisect rather than the window sorted."""
-    starts = [a.start_ns for a in calls]
-    nodes: list[_Node] = []
-    done = 0
-    for m in markers:
-        k = bisect_left(starts, m.obs_start)
-        nodes += [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, a) for a in calls[done:k]]
-        nodes.append(m)
-        done = k
-    nodes += [_Node(a.start_ns, a.end_ns, a.end_ns - a.start_ns, a) for a in calls[done:]]
-    return nodes
-
-
-def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
+def covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np.ndarray:
     """Per t, the summed length of the spans' parts before t (overlapping spans count twice)."""
     import numpy as np
 
@@ -1009,7 +555,7 @@ def _covered(spans: Sequence[tuple[int, int]], t: np.ndarray, origin: int) -> np
 
 
 @dataclass(frozen=True, slots=True)
-class _CapturePlan:
+class CapturePlan:
     """One interval of a capture (`Simulation._capture_plan`): the nodes it takes as runs of
     indices, each run's ops (a range when numbered in node order), and the nodes it does not
     take from its first taken one to its end."""
@@ -1018,71 +564,3 @@ class _CapturePlan:
     ops: list[range | list[int]]
     others: list[int]
 
-
-@dataclass(slots=True)
-class _Columns:
-    """A simulation's nodes and ops as flat lists: what the replay loop reads.
-
-    Forks share the lists; `own` copies one before its first change in this simulation."""
-
-    stream_keys: dict[tuple[int, int], int]
-    obs_start: list[int]
-    is_call: list[bool]
-    frontier: list[int]  # the node whose end the host chain continues from (-1: none)
-    step: list[int]
-    step_end: list[int]
-    node_ops: list[list[int] | tuple[()]]
-    op_stream: list[int]
-    dur: list[int]
-    gap: list[int]
-    gap_from: list[int]
-    overlap_from: list[int]
-    overlap_offset: list[int]
-    wait_op: list[int]
-    wake: list[int]
-    graphed: list[bool]
-    graph_head: list[bool]
-    op_dur: list[int]
-    op_lat: list[int]
-    op_gap: list[int]
-    op_side: list[bool]
-    op_graphed: list[bool]
-    op_removed: list[bool]
-    marker: list[bool]  # the node starts or ends a step (never changes)
-    owned: set[str] = field(default_factory=set)
-
-    @classmethod
-    def of(cls, nodes: Sequence[_Node], ops: Sequence[_Op], keys: dict[tuple[int, int], int]) -> _Columns:
-        frontier, f, f_end = [], -1, -(2**62)
-        for i, n in enumerate(nodes):  # observed ends never change: the frontier is fixed
-            frontier.append(f)
-            if n.obs_end >= f_end:
-                f, f_end = i, n.obs_end
-        return cls(
-            keys, [n.obs_start for n in nodes], [n.call is not None for n in nodes], frontier,
-            [-1 if n.step is None else n.step for n in nodes],
-            [-1 if n.step_end is None else n.step_end for n in nodes],
-            [n.ops for n in nodes], [keys[o.stream] for o in ops],
-            [n.dur for n in nodes], [n.gap for n in nodes], [n.gap_from for n in nodes],
-            [-1 if n.overlap_from is None else n.overlap_from for n in nodes],
-            [n.overlap_offset for n in nodes],
-            [-1 if n.wait_op is None else n.wait_op for n in nodes],
-            [n.wake for n in nodes], [n.graphed for n in nodes], [n.graph_head for n in nodes],
-            [o.dur for o in ops], [o.launch_lat for o in ops], [o.stream_gap for o in ops],
-            [o.side for o in ops], [o.graphed for o in ops], [o.removed for o in ops],
-            [n.step is not None or n.step_end is not None for n in nodes],
-        )
-
-    def own(self, name: str) -> list:
-        """Column ``name``, this simulation's own copy, to change."""
-        col = getattr(self, name)
-        if name not in self.owned:
-            col = list(col)
-            setattr(self, name, col)
-            self.owned.add(name)
-        return col
-
-    def fork(self) -> _Columns:
-        new = copy.copy(self)
-        self.owned, new.owned = set(), set()  # shared from now on: both copy before changing
-        return new

@@ -13,12 +13,26 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from advisor.errors import AdvisorError, UnsupportedTraceError
 from advisor.graph.model import OpGraph
 from advisor.graph.steps import keep_recorded
 from advisor.ingest.input_file import GIB, UnpackLimits, read_head
+
+
+class EventFilter(Protocol):
+    """Which host events a reader that only needs some of the trace keeps (the job path's rank
+    summary, `advisor.job.slim_trace.SummaryEvents`): a source that can select rows by name
+    (the nsys loader, in SQL) reads only these, once the steps are found from named ranges."""
+
+    long_call_ns: int  # a call longer than this is kept whatever its name
+
+    def keeps_call(self, name: str) -> bool:
+        """Keep the CUDA API calls of this (normalised) name."""
+
+    def keeps_range(self, name: str) -> bool:
+        """Keep the ranges (NVTX, record_function) of this name."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,9 @@ class LoadOptions:
     # `advisor profile`: the step numbers that ran to their end inside the recorded window; the
     # other numbered steps are dropped as the graph is loaded (`advisor.graph.steps.keep_recorded`)
     recorded_steps: frozenset[int] | None = None
+    # only the host events this filter keeps, plus every call that launched GPU work (a reader
+    # that needs part of the trace: `EventFilter`); None: all of them
+    events: EventFilter | None = None
 
     @property
     def unpack_limits(self) -> UnpackLimits:

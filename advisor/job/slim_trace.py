@@ -18,16 +18,23 @@ parses the original file the ordinary way, which also gives the usual one-line e
 
 The cut is only taken when the trace has named step ranges: without them steps come from the
 launch pattern, whose check compares all host ranges of each repeat, so every range matters.
+
+An nsys export is cut the same way, by its own loader: `SummaryEvents` (the same tests as the
+torch.profiler cut) goes in `LoadOptions.events`, and the loader selects only those calls and
+ranges of the window in SQL (`advisor.ingest.nsys.loader`), so the rows a summary never reads
+are never turned into Python objects (issue #39).
 """
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import functools
 import os
 import tempfile
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +44,8 @@ from advisor.graph.step_pattern import compile_step_pattern
 from advisor.graph.steps import matches_step, phase_of
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import CappedReader, check_regular
+from advisor.ingest.nsys.export_file import gzipped_sqlite
+from advisor.ingest.nsys.schema import SQLITE_MAGIC
 from advisor.job.collectives import REDUCER_RANGES, host_collective
 from advisor.job.summary import LONG_CALL_NS
 
@@ -71,11 +80,43 @@ if msgspec is not None:
     _LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
+@dataclass(frozen=True)
+class SummaryEvents:
+    """The host events a rank summary reads (`advisor.ingest.base.EventFilter`): calls that
+    launch or may wait for the GPU, long calls, and the step, phase and collective ranges.
+    Names repeat (every step runs the same operators and calls): each is judged once."""
+
+    step_pattern: str | None = None
+    long_call_ns: int = LONG_CALL_NS
+
+    def keeps_call(self, name: str) -> bool:
+        return is_launch(name) or may_block(name) or name.startswith("cudaMemsetAsync")
+
+    def judge_range(self, name: str) -> tuple[bool, bool]:
+        """(keep it, it is a step)."""
+        step = matches_step(name, _pattern(self.step_pattern))
+        return bool(step or phase_of(name) or host_collective(name)
+                    or name.startswith(REDUCER_RANGES)), step
+
+    def keeps_range(self, name: str) -> bool:
+        return self.judge_range(name)[0]
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(text: str | None):
+    """``--steps`` compiled once per process (the filter travels to the workers as its text)."""
+    return compile_step_pattern(text)
+
+
 def _read(path: Path, options: LoadOptions) -> bytes | None:
-    """The decompressed text, or None when it is too large for this reader."""
+    """The decompressed text, or None when it is too large for this reader or an nsys export
+    (told by its first bytes: it was decompressed whole before, 40 ms a 4 MB export)."""
     check_regular(path)
     with path.open("rb") as f:
-        gz = f.read(2) == _GZIP
+        head = f.read(len(SQLITE_MAGIC))
+    gz = head.startswith(_GZIP)
+    if head == SQLITE_MAGIC or (gz and gzipped_sqlite(path)):
+        return None
     if gz:
         with CappedReader(path, options.unpack_limits) as f:
             data = f.read(MAX_SLIM_BYTES + 1)
@@ -89,7 +130,7 @@ def _kept_events(raws: list[Any], events: list[Any],
                  options: LoadOptions) -> tuple[list[Any], bool]:
     """The events to keep (raw slices), and whether any range is a step. Range names repeat
     (every step runs the same operators), so each name is judged once."""
-    pattern = compile_step_pattern(options.step_pattern)
+    wanted = SummaryEvents(options.step_pattern)
     gpu_correlations = {e.args.correlation for e in events
                         if e.args is not None and isinstance(e.cat, str) and e.cat.lower() in _GPU}
     judged: dict[str, tuple[bool, bool]] = {}  # range name -> (keep, is a step)
@@ -107,16 +148,13 @@ def _kept_events(raws: list[Any], events: list[Any],
         elif cat in _API:
             name = e.name if isinstance(e.name, str) else ""
             corr = e.args.correlation if e.args is not None else None
-            if is_launch(name) or may_block(name) or name.startswith("cudaMemsetAsync") or (
+            if wanted.keeps_call(name) or (
                     corr is not None and corr in gpu_correlations) or _long(e.dur):
                 kept.append(raw)
         elif cat in _RANGES and isinstance(e.name, str):
             verdict = judged.get(e.name)
             if verdict is None:
-                step = matches_step(e.name, pattern)
-                verdict = judged[e.name] = (
-                    bool(step or phase_of(e.name) or host_collective(e.name)
-                         or e.name.startswith(REDUCER_RANGES)), step)
+                verdict = judged[e.name] = wanted.judge_range(e.name)
             if verdict[0]:
                 kept.append(raw)
             has_steps = has_steps or verdict[1]

@@ -11,7 +11,7 @@ spent its extra time on. The per-rank rules run here too and travel as plain fin
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -264,28 +264,47 @@ def _host_comm_ns(graph: OpGraph, step: Step, held: list[tuple[int, int]]) -> in
     return total(ranges) - intersection_ns(ranges, held)
 
 
+def _overlap_with(merged: list[tuple[int, int]]) -> Callable[[int, int], int]:
+    """``overlap(s, e)``: the length of [s, e) inside ``merged`` (sorted, disjoint), by two
+    bisects on the covered time before each point. Equal to ``intersection_ns([(s, e)],
+    merged)``, which walks ``merged`` from its start for every collective of the step (issue
+    #39: a step of many collectives over many compute kernels was quadratic)."""
+    starts = [a for a, _ in merged]
+    before = [0]
+    for a, b in merged:
+        before.append(before[-1] + b - a)
+
+    def upto(t: int) -> int:
+        k = bisect_right(starts, t) - 1
+        return 0 if k < 0 else before[k] + min(t, merged[k][1]) - starts[k]
+
+    return lambda s, e: upto(e) - upto(s) if e > s else 0
+
+
 def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
           waits: list[tuple[int, int]]) -> StepSummary:
     lo = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
     hi = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
     starts = [o.start_ns for o in ops]
     inside = ops[bisect_left(starts, lo):bisect_left(starts, hi)]
-    comm = [o for o in inside if is_communication(o)]
-    compute = [o for o in inside if o.kind is GpuOpKind.KERNEL and not is_communication(o)]
+    is_comm = [is_communication(o) for o in inside]  # asked once an op (three uses below)
+    comm = [o for o, c in zip(inside, is_comm) if c]
+    compute = [o for o, c in zip(inside, is_comm) if not c and o.kind is GpuOpKind.KERNEL]
     comm_u = merge(clip(((o.start_ns, o.end_ns) for o in comm), lo, hi))
     comp_u = merge(clip(((o.start_ns, o.end_ns) for o in compute), lo, hi))
     busy = merge(clip(((o.start_ns, o.end_ns) for o in inside), lo, hi))
+    overlap = _overlap_with(comp_u)
     collectives = [
         Collective(kernel_collective(o.name), o.start_ns, o.end_ns,
-                   o.duration_ns - intersection_ns([(o.start_ns, o.end_ns)], comp_u))
+                   o.duration_ns - overlap(o.start_ns, o.end_ns))
         for o in comm
     ]
     kernel_ns: Counter[str] = Counter()
     category_ns: Counter[str] = Counter()
+    for o in compute:
+        kernel_ns[o.name[:KERNEL_NAME_CHARS]] += o.duration_ns
     for o in inside:
         category_ns[classify(o).value] += o.duration_ns
-        if o.kind is GpuOpKind.KERNEL and not is_communication(o):
-            kernel_ns[o.name[:KERNEL_NAME_CHARS]] += o.duration_ns
     own = step.pid == pid
     host_coll = _host_collectives(graph, step) if own else {}
     waited = sum(ns for t, ns in waits if step.cpu_start_ns <= t < step.cpu_end_ns)

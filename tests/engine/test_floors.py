@@ -130,3 +130,27 @@ def test_a_rebased_estimate_keeps_its_floor_and_path_on_the_new_step():
     assert [p.predicted_step_ns for p in moved.path] == pytest.approx(
         [0.8 * p.predicted_step_ns for p in c.path])
     assert moved.predicted_step_ns >= moved.floor.ns
+
+
+@pytest.mark.parametrize("rel", TRACES)
+def test_floors_taken_from_the_template_equal_those_walked_again(rel: str):
+    """A what-if's floors reuse the template's where its effects left their columns alone
+    (`measure`'s ``base``, issue #39): on every what-if of the analysis, equal to the floors
+    walked afresh from the what-if's columns."""
+    from advisor.engine.floors import GPU_COLUMNS, HOST_COLUMNS, measure
+
+    a = _analysis(rel)
+    ctx = a.context
+    whatifs = [k for k in ctx.__dict__.get("_replays", {}) if k]
+    assert whatifs, rel
+    reused = 0
+    for effects in whatifs:
+        sim = ctx.simulation()
+        for e in effects:
+            e.apply(sim)
+        shared = measure(sim, effects, ctx._baseline_floors)
+        assert shared == measure(sim, effects), (rel, effects[:1])
+        assert shared == ctx._what_if(effects)[1]
+        owned = sim.columns().owned
+        reused += owned.isdisjoint(GPU_COLUMNS) or owned.isdisjoint(HOST_COLUMNS)
+    assert reused, "no what-if left a side alone: the sharing is not exercised here"

@@ -12,7 +12,7 @@ import pytest
 from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions, load_trace
 from advisor.job.cluster import summarize_file
-from advisor.job.slim_trace import slim_copy
+from advisor.job.slim_trace import SummaryEvents, slim_copy
 from advisor.job.summary import summarize_graph
 from tests.conftest import ROOT, shared
 
@@ -85,3 +85,52 @@ def test_unpack_cap_applies_to_the_slim_reader():
 def _no_slim(path: Path) -> bool:
     with slim_copy(path, LoadOptions()) as slim:
         return slim is None
+
+
+# ----- nsys exports: the loader selects a summary's events in SQL (issue #39) -----------------
+
+REAL_NSYS = [
+    "fixtures/jobs/h200x2-ddp/nsys/slow-rank.sqlite.gz",  # 2-GPU DDP, both ranks in one file
+    "fixtures/scenarios/host-sync/bad/nsys.sqlite.gz",  # host waits on the GPU
+    "fixtures/scenarios/loader-jitter/bad/nsys.sqlite.gz",  # a data phase
+    "nsys-ai/mfu_2gpu_before.sqlite",  # two ranks, another nsys version
+    "nsys-ai/h100_2gpu_1s.sqlite",  # calls out of start order in the export
+]
+
+
+@pytest.mark.parametrize("name", REAL_NSYS)
+def test_an_nsys_export_read_for_the_summary_gives_the_whole_ones(name):
+    path = _trace(name)
+    options = LoadOptions()
+    whole_graph = load_trace(path, options)
+    whole = summarize_graph(whole_graph)
+    kept = load_trace(path, dataclasses.replace(options, events=SummaryEvents()))
+    assert _plain(summarize_file(str(path), 0, options)) == _plain(whole)
+    if whole_graph.steps and whole_graph.step_source.value != "launch pattern":
+        # named steps: only a summary's calls and ranges were read, every GPU op still was
+        assert len(kept.api_calls) < len(whole_graph.api_calls)
+        assert len(kept.gpu_ops) == len(whole_graph.gpu_ops)
+        assert {c.name for c in kept.api_calls} < {c.name for c in whole_graph.api_calls}
+
+
+def test_an_nsys_export_with_inferred_steps_is_read_whole():
+    """Steps from the launch pattern compare every host range of each repeat: the filter is
+    not applied, so nothing the inference reads is missing."""
+    path = shared("nsys-ai/mock.sqlite")
+    whole = load_trace(path, LoadOptions())
+    kept = load_trace(path, LoadOptions(events=SummaryEvents()))
+    if whole.steps and whole.step_source.value == "launch pattern":
+        assert len(kept.api_calls) == len(whole.api_calls)
+        assert len(kept.ranges) == len(whole.ranges)
+    assert _plain(summarize_graph(kept)) == _plain(summarize_graph(whole))
+
+
+def test_the_job_reader_does_not_unpack_an_nsys_export_as_json(monkeypatch):
+    """An nsys export is told by its first bytes; the JSON reader never decompresses it whole."""
+    import advisor.job.slim_trace as st
+
+    def refuse(*_a, **_k):
+        raise AssertionError("decompressed as JSON")
+
+    monkeypatch.setattr(st, "CappedReader", refuse)
+    assert _no_slim(ROOT / REAL_NSYS[0])

@@ -45,7 +45,7 @@ from advisor.graph.model import (
 from advisor.graph.op_names import EVALUATE_FUNCTION, nvtx_operator
 from advisor.graph.step_pattern import StepPattern, compile_step_pattern
 from advisor.graph.steps import matches_step, steps_from_ranges
-from advisor.ingest.base import LoadOptions, TraceSource
+from advisor.ingest.base import EventFilter, LoadOptions, TraceSource
 from advisor.ingest.nsys import schema as S
 from advisor.ingest.nsys.export_file import (
     MAX_VALUE_BYTES,
@@ -146,6 +146,8 @@ class _Loader:
         self.domains: dict[int, str] = {}
         self.global_pids: dict[int, int] = {}  # pid -> globalPid, to match GPU rows by value
         self.probes: list[CpuRange] = []  # shape-probe ranges (`advisor profile --nsys`)
+        # `LoadOptions.events`, once the steps are found from named ranges (`load`)
+        self.events: EventFilter | None = None
 
     def load(self) -> OpGraph:
         self.info.totals = self._totals()
@@ -153,6 +155,10 @@ class _Loader:
         all_steps = steps_from_ranges(self._step_candidates(pattern), pattern, self.options.pid)
         self.info.totals["steps"] = len(all_steps)
         window = self._window(all_steps)
+        # A reader of part of the trace (`LoadOptions.events`) gets only the calls and ranges
+        # it keeps, selected in SQL; not where the steps are inferred from the launch pattern,
+        # whose check compares all host ranges of each repeat.
+        self.events = self.options.events if all_steps else None
         calls = self._api_calls(window)
         device_filter = self._device_where(window, calls)
         ops = self._gpu_ops(window, device_filter)
@@ -311,6 +317,10 @@ class _Loader:
         classes = self.schema.event_class_ids()
         backtrace, driver = classes["backtrace"], classes["driver"]
         where, params = self._time_where(w)
+        if self.events is not None:
+            kept, kept_params = self._kept_calls(self.events, w)
+            where = f"{where} AND {kept}" if where else f"WHERE {kept}"
+            params = [*params, *kept_params]
         calls: list[ApiCall] = []
         append = calls.append
         backtraces: dict[tuple[int, int], ApiCall] = {}
@@ -335,6 +345,33 @@ class _Loader:
             seen = {(c.pid, c.correlation) for c in calls}
             calls.extend(c for key, c in backtraces.items() if key not in seen)
         return calls
+
+    def _kept_calls(self, events: EventFilter, w: Window) -> tuple[str, list[int]]:
+        """The SQL test of the calls ``events`` keeps: by name, by length, or because a GPU op
+        running after the window opened correlates with it (a launch under a name the filter
+        does not know). The names are judged from ``StringIds`` (every CUDA API name starts
+        with "cu"; a few hundred strings, where reading the calls' distinct names would scan
+        the whole RUNTIME table); a name that is not a string id is kept. Correlation ids are
+        per process and the test ignores the process: it may keep a few calls more, never
+        fewer."""
+        if self.schema.select(S.RUNTIME) is None:
+            return "1", []  # no calls to keep or leave
+        kept = [i for i, name in self.conn.execute(
+                    "SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")
+                if isinstance(i, int) and isinstance(name, str)
+                and events.keeps_call(normalize(name))]
+        tests = [f"nameId IN {self._in(kept)}", "typeof(nameId) != 'integer'", "end - start > ?"]
+        params = [int(events.long_call_ns)]
+        launched = []
+        for spec in S.GPU_OP_SPECS:
+            selected = self.schema.select(spec)
+            if selected is not None:
+                launched.append(f"SELECT correlationId FROM {selected[0]}"
+                                + ("" if w.whole else " WHERE end > ?"))
+                params += [] if w.whole else [w.start_ns]
+        if launched:
+            tests.append(f"correlationId IN ({' UNION '.join(launched)})")
+        return "(" + " OR ".join(tests) + ")", params
 
     def _device_where(self, w: Window, calls: list[ApiCall]) -> tuple[str, list[int]]:
         """Rows running in the window, or launched by its calls (one correlation range a process)."""
@@ -417,6 +454,9 @@ class _Loader:
             params = [w.end_ns, w.start_ns]
         ranges = [self._range(row) for row in self._scan(S.NVTX, where, params)]
         _number_backward_nodes(ranges)
+        if self.events is not None:
+            keeps, judged = self.events.keeps_range, {}
+            ranges = [r for r in ranges if judged.setdefault(r.name, keeps(r.name))]
         return ranges
 
     def _nvtx_name(self, row: tuple) -> str:
