@@ -6,7 +6,7 @@ table of docs/nsys-parity.md); tests never import from benchmarks/ (issue 31).
 A *pair* is a fixture folder holding both an Nsight Systems export (``*.sqlite``, ``.gz`` or
 ``.xz``) and a torch.profiler (Kineto) trace (``trace*.json``, ``.gz`` or ``.xz``) of the same
 script on the same H100, captured one after the other. (The profiler-cost runs of
-``fixtures/unprofiled`` hold such pairs as sibling folders ``NAME-nsys`` and ``NAME-kineto``;
+``fixtures/archive/unprofiled`` hold such pairs as sibling folders ``NAME-nsys`` and ``NAME-kineto``;
 read bare, their host-bound steps rest on each profiler's calibrated cost, which
 ``advisor profile`` fits to the step it measures instead: docs/nsys-parity.md lists them
 apart.)

@@ -15,9 +15,9 @@ from functools import cache
 from advisor.analysis import analyze
 from advisor.engine.profiler_cost import PROFILER_CALLS
 from advisor.graph.api_names import is_launch
-from tests.conftest import ROOT
+from tests.archive import archived
 
-RUN3 = ROOT / "fixtures" / "unprofiled" / "h100-2026-11-23d" / "run3"
+RUN3 = archived("unprofiled/h100-2026-11-23d/run3")  # unpacked (tests.archive)
 NSYS = RUN3 / "nanogpt-nsys" / "nsys_rank0.sqlite.gz"
 KINETO = RUN3 / "nanogpt-kineto" / "trace_rank0.json.gz"
 COMPILED_SPEEDUP = 1.271
