@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # run as a script (`python tests/golden/...`): `tests` importable
+    sys.path.insert(0, str(ROOT))
 GOLDEN_DIR = Path(__file__).with_name("json")
 SUFFIXES = (".sqlite", ".sqlite.gz", ".json.gz")
 
