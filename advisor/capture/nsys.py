@@ -49,8 +49,7 @@ def child_command(opts, target, args: list[str]) -> list[str]:
            "--steps", str(opts.steps), "--out", str(opts.out), "--then", opts.then]
     if opts.quiet:
         own.append("--quiet")
-    if not opts.stacks:  # the child samples Python stacks in the window unless told not to
-        own.append("--no-stacks")
+    own.append("--stacks" if opts.stacks else "--no-stacks")  # the child's default is off
     tgt = ["-m", target.name] if target.module else [target.name]
     return [sys.executable, "-m", "advisor.capture", *own, *tgt, *args]
 

@@ -48,9 +48,11 @@ if TYPE_CHECKING:
 @click.option("--nsys-option", "nsys_options", multiple=True, metavar="OPTION",
               help="One more `nsys profile` option, with --nsys (repeatable; write it with '=', "
                    "as --nsys-option=--pytorch=autograd-nvtx).")
-@click.option("--stacks/--no-stacks", default=True, show_default=True,
-              help="Record Python call stacks in the window (torch.profiler with_stack), so "
-                   "findings name your source lines; their cost is removed from estimates.")
+@click.option("--stacks/--no-stacks", default=None,
+              help="Record Python call stacks in the window, so findings name your source lines "
+                   "(default: on with torch.profiler, whose with_stack cost is removed from the "
+                   "estimates; off with --nsys, where advisor samples the stacks itself at a cost "
+                   "its estimates do not remove yet: docs/profile.md, Source lines under --nsys).")
 @rule_options
 @click.option("--show-fixes", is_flag=True, help="Show each finding's fix code on the console.")
 @click.option("--quiet", "-q", is_flag=True,
@@ -73,7 +75,7 @@ if TYPE_CHECKING:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 def command(wait: int | None, window_at: str | None, then: str | None, steps: int, out: Path,
             json_out: Path | None, html_out: Path | None,
-            nsys: bool, nsys_trace: str, nsys_options: tuple[str, ...], stacks: bool,
+            nsys: bool, nsys_trace: str, nsys_options: tuple[str, ...], stacks: bool | None,
             select: tuple[str, ...], ignore: tuple[str, ...],
             rule_option: tuple[str, ...], isolated: bool, show_fixes: bool, quiet: bool,
             module: bool, try_: str | None, try_runs: int, try_steps: int, try_time: float,
@@ -87,7 +89,7 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
     ... SCRIPT` profiles every rank.
     """
     from advisor.capture.after_window import default_then, parse_window_at
-    from advisor.capture.options import ProfileOptions
+    from advisor.capture.options import ProfileOptions, stacks_for
     from advisor.capture.runner import profile
     from advisor.capture.script import Target
     from advisor.commands.analyze import settings_from_cli
@@ -117,7 +119,8 @@ def command(wait: int | None, window_at: str | None, then: str | None, steps: in
                           json_out=json_out, html_out=html_out,
                           nsys=nsys, quiet=quiet, nsys_child=nsys_child, select=select,
                           ignore=ignore, rule_option=rule_option, isolated=isolated,
-                          show_fixes=show_fixes, stacks=stacks,
+                          show_fixes=show_fixes,
+                          stacks=stacks_for(stacks, nsys or nsys_child),
                           nsys_trace=nsys_trace, nsys_options=nsys_options, trial=trial)
     return profile(opts, Target(script, module=module), list(script_args))
 

@@ -71,7 +71,7 @@ def test_torchrun_workers_run_advisor_before_the_script():
     assert cmd[1:i] == ["-m", "torch.distributed.run", "--nproc-per-node", "2"]
     # the launcher's --then reaches every worker (their stdin is no terminal to decide by)
     assert cmd[i + 1:] == ["advisor.capture", "--wait", "2", "--steps", "3", "--out", "o",
-                           "--then", "continue", "--quiet", "train.py", "--lr", "1", "-m", "x"]
+                           "--then", "continue", "--quiet", "--stacks", "train.py", "--lr", "1", "-m", "x"]
     mod = worker_command(opts, ["--nproc-per-node", "2", "-m", "pkg.train", "--lr", "1"])
     assert mod[mod.index("--module"):][-4:] == ["-m", "pkg.train", "--lr", "1"]
     assert is_torchrun("/usr/bin/torchrun") and is_torchrun("torch.distributed.run", module=True)
@@ -87,7 +87,7 @@ def test_nsys_child_runs_advisor_under_nsys_with_the_same_window():
     child = child_command(opts, Target("train.py"), ["--lr", "1"])
     assert child[:4] == [sys.executable, "-m", "advisor.capture", "--nsys-child"]
     assert child[-3:] == ["train.py", "--lr", "1"]
-    assert "--no-stacks" not in child  # the child samples Python stacks (advisor.capture.pystacks)
+    assert "--stacks" in child  # told to sample Python stacks (advisor.capture.pystacks)
     no_stacks = ProfileOptions(wait=4, steps=7, out=Path("o"), stacks=False)
     assert "--no-stacks" in child_command(no_stacks, Target("train.py"), [])
     cmd = profile_command("nsys", Path("o/nsys_rank0"), child)
@@ -121,3 +121,14 @@ def test_nsys_options_reach_every_rank_and_replace_ours_of_the_same_name():
     assert "--python-backtrace=cuda" in cmd and "--cpuctxsw=none" in cmd
     assert cmd[-2:] == ["python", "train.py"]
     assert "--sample=none" in PROFILE_FLAGS
+
+
+def test_python_stacks_default_on_with_torch_profiler_and_off_under_nsys():
+    from advisor.capture.options import stacks_for
+
+    assert stacks_for(None, nsys=False) is True  # with_stack: calibrated, removed from estimates
+    assert stacks_for(None, nsys=True) is False  # advisor's own sampler: not calibrated yet
+    assert stacks_for(True, nsys=True) is True and stacks_for(False, nsys=False) is False
+    # the choice reaches the ranks and the nsys child explicitly, whatever their defaults
+    assert "--stacks" in ProfileOptions(stacks=True).cli_args()
+    assert "--no-stacks" in ProfileOptions(stacks=False).cli_args()
