@@ -8,29 +8,13 @@ each one. The graph is read with `ast`, as there.
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-from tests.test_layers import _is_module, module_of, sources
+from tests.test_layers import imports, module_of, sources
 
 
 def _runtime_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    typing_only = {id(n) for node in ast.walk(tree)
-                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                   for stmt in node.body for n in ast.walk(stmt)}
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "advisor")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
-                and node.module.split(".")[0] == "advisor":
-            for a in node.names:
-                full = f"{node.module}.{a.name}"
-                out.add(full if _is_module(full) else node.module)
-    return out
+    return imports(path, runtime_only=True)
 
 
 def import_circles() -> list[list[str]]:

@@ -56,11 +56,19 @@ def layer_of(module: str) -> int:
     return index
 
 
-def imports(path: Path) -> set[str]:
+def imports(path: Path, runtime_only: bool = False) -> set[str]:
     """Absolute advisor modules this file imports (``from advisor.x import y`` counts as
-    ``advisor.x.y`` when y is a module, else ``advisor.x``)."""
+    ``advisor.x.y`` when y is a module, else ``advisor.x``); with ``runtime_only``, not those
+    under ``if TYPE_CHECKING:`` (annotations only, never executed: `tests/test_import_cycles`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for node in ast.walk(tree)
+                   if runtime_only and isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test)
+                   for stmt in node.body for n in ast.walk(stmt)}
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.split(".")[0] == "advisor")
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \

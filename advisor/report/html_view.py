@@ -14,7 +14,7 @@ from pathlib import PurePath
 from typing import Any
 
 from advisor.report import palette
-from advisor.report.units import fmt_bytes, fmt_ms, fmt_ns, share
+from advisor.report.units import fmt_bytes, fmt_ms, fmt_ns, number_runs, share
 
 # ----- number formatting -------------------------------------------------------------------
 
@@ -78,16 +78,7 @@ def quantity(key: str, value: float) -> tuple[str, str]:
 
 def step_ranges(steps: Iterable[int]) -> str:
     """``6, 7, 8, 10`` as ``6–8, 10``."""
-    xs = sorted(set(steps))
-    parts: list[str] = []
-    i = 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        parts.append(str(xs[i]) if i == j else f"{xs[i]}–{xs[j]}")
-        i = j + 1
-    return ", ".join(parts)
+    return number_runs(steps)
 
 
 # ----- bars for categories, phases, idle causes ---------------------------------------------

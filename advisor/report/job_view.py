@@ -19,6 +19,7 @@ from rich.text import Text
 from advisor.engine.runner import MIN_SPEEDUP
 from advisor.report.job_section import JobSection
 from advisor.report.model import Report
+from advisor.report.units import number_runs
 from advisor.report.units import to_ms as _ms
 from advisor.safe_text import markup, plain, visible
 
@@ -43,16 +44,7 @@ def _section(rep: Report) -> JobSection:
 
 def rank_ranges(ids: tuple[int, ...] | list[int]) -> str:
     """[0, 1, 2, 5] -> "0-2, 5"."""
-    xs = sorted(set(ids))
-    parts: list[str] = []
-    i = 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        parts.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}")
-        i = j + 1
-    return ", ".join(parts)
+    return number_runs(ids, "-")
 
 
 def _ranks_text(ranks: tuple[int, ...]) -> str:

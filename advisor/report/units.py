@@ -13,6 +13,7 @@ The graph keeps nanoseconds; users read milliseconds. Two text styles exist on p
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 
 def to_ms(ns: float | None) -> float | None:
@@ -61,3 +62,17 @@ def share(part: float | None, whole: float | None) -> float | None:
     if part is None or not whole or whole <= 0:
         return None
     return min(1.0, max(0.0, part / whole))
+
+
+def number_runs(numbers: Iterable[int], dash: str = "–") -> str:
+    """``6, 7, 8, 10`` as ``6–8, 10`` (steps, ranks): consecutive numbers as one run."""
+    xs = sorted(set(numbers))
+    parts: list[str] = []
+    i = 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        parts.append(str(xs[i]) if i == j else f"{xs[i]}{dash}{xs[j]}")
+        i = j + 1
+    return ", ".join(parts)
