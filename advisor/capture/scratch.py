@@ -9,6 +9,12 @@ replace the user's real one. During a trial:
   whole path below ``abs/``); `torch.load` of a path this trial saved reads it back from there;
 * ``safetensors.torch.save_file``/``save_model`` are redirected the same way once the script
   imports safetensors;
+* in a folder the trial has saved into, what the script then does to files follows the save
+  there: ``os.replace``/``rename``/``link``/``remove``/``unlink``, ``os.path.exists``,
+  ``shutil.copy``/``copy2``/``copyfile``/``move``. A checkpoint saver that writes ``tmp.pth``
+  and renames it to ``last.pth`` (timm's ``CheckpointSaver``, after ``os.path.exists(dst)`` and
+  ``os.unlink(dst)``) failed the trial on the H100 (the renamed file was not where it looked),
+  and could have removed the user's real ``last.pth``;
 * Hugging Face `TrainingArguments(output_dir=...)` and Lightning `Trainer(default_root_dir=...)`
   and `Trainer.save_checkpoint` point into it (`advisor.capture.frameworks`).
 
@@ -32,6 +38,7 @@ class Scratch:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.moved: dict[str, str] = {}  # the script's path (resolved) -> where it went
+        self.folders: set[str] = set()  # the script's folders (resolved) the trial saved into
         self._undo: list[Callable[[], None]] = []
         self._cwd = Path.cwd()
 
@@ -49,6 +56,7 @@ class Scratch:
                 rel = Path("abs", *full.parts[1:])
             target = self.root / rel
             self.moved[str(full)] = str(target)
+            self.folders.add(str(full.parent))
         target.parent.mkdir(parents=True, exist_ok=True)
         return str(target)
 
@@ -59,11 +67,30 @@ class Scratch:
             return self.moved.get(full, original)
         return original
 
+    def _in_folder(self, original: Any) -> Any:
+        """A path in a folder the trial saved into goes where the trial's saves went there;
+        any other path (or an open file) is left alone."""
+        if isinstance(original, (str, os.PathLike)) and self.folders:
+            p = Path(os.fspath(original))
+            full = Path(os.path.normpath(p if p.is_absolute() else self._cwd / p))
+            if str(full.parent) in self.folders:
+                return self.path(full)
+        return original
+
     def install(self) -> None:
+        import shutil
+
         import torch
 
         self._wrap(torch, "save", 1, self.path)
         self._wrap(torch, "load", 0, self._loaded_from)
+        for owner, names in ((os, ("replace", "rename", "link", "remove", "unlink")),
+                             (os.path, ("exists",)),
+                             (shutil, ("copy", "copy2", "copyfile", "move"))):
+            for name in names:
+                self._wrap(owner, name, 0, self._in_folder)
+                if name in ("replace", "rename", "link", "copy", "copy2", "copyfile", "move"):
+                    self._wrap(owner, name, 1, self._in_folder)
         if "safetensors.torch" in sys.modules:
             self.safetensors(sys.modules["safetensors.torch"])
         else:  # patched once the script imports it
