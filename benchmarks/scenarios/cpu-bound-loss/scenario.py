@@ -21,10 +21,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 B, A, FIN, D, FF, DEPTH, C = 16, 1024, 64, 512, 1024, 32, 8  # C fg classes + background (0)
-if os.environ.get("SCENARIO_TINY"):
-    B, A, FIN, D, FF, DEPTH = 4, 64, 16, 32, 64, 2
-if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
-    B, A, FIN, D, FF, DEPTH = 8, 2048, 64, 768, 1536, 24
+B, A, FIN, D, FF, DEPTH = {"tiny": (4, 64, 16, 32, 64, 2), "check": (8, 2048, 64, 768, 1536, 24)}.get(  # check set
+    "tiny" if os.environ.get("SCENARIO_TINY") else os.environ.get("SCENARIO_SHAPE"), (B, A, FIN, D, FF, DEPTH))
 POOL = 8
 
 

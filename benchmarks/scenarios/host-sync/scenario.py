@@ -30,15 +30,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 BATCH, SEQ, D, HEADS, FF, DEPTH = 1, 16384, 768, 12, 768, 2
-if os.environ.get("SCENARIO_TINY"):
-    BATCH, SEQ, D, HEADS, FF, DEPTH = 1, 128, 64, 4, 64, 2
-if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
-    BATCH, SEQ, D, HEADS, FF, DEPTH = 2, 8192, 1024, 16, 1024, 2
+BATCH, SEQ, D, HEADS, FF, DEPTH = {"tiny": (1, 128, 64, 4, 64, 2), "check": (2, 8192, 1024, 16, 1024, 2)}.get(
+    "tiny" if os.environ.get("SCENARIO_TINY") else os.environ.get("SCENARIO_SHAPE"), (BATCH, SEQ, D, HEADS, FF, DEPTH))
 TOKENS = BATCH * SEQ
 POOL = 4
-HOST_N = 140_000  # host work size (each of the 3 calls ~1 ms on the H100 machine's host)
-if os.environ.get("SCENARIO_SHAPE") == "check":
-    HOST_N = 200_000
+HOST_N = 200_000 if os.environ.get("SCENARIO_SHAPE") == "check" else 140_000  # host work (~1 ms a call)
 RING = 1024
 
 

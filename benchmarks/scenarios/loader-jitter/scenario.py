@@ -29,10 +29,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 SEQ, FIN, D, HEADS, FF, DEPTH = 16384, 64, 768, 12, 768, 2
-if os.environ.get("SCENARIO_TINY"):
-    SEQ, FIN, D, HEADS, FF, DEPTH = 256, 16, 64, 4, 64, 2
-if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
-    SEQ, FIN, D, HEADS, FF, DEPTH = 8192, 128, 1024, 16, 1024, 3
+SEQ, FIN, D, HEADS, FF, DEPTH = {"tiny": (256, 16, 64, 4, 64, 2), "check": (8192, 128, 1024, 16, 1024, 3)}.get(
+    "tiny" if os.environ.get("SCENARIO_TINY") else os.environ.get("SCENARIO_SHAPE"), (SEQ, FIN, D, HEADS, FF, DEPTH))
 TOKENS = SEQ
 N = TOKENS * FIN            # elements of one batch
 NMAX = 4 * N                # largest staging size a record asks for
