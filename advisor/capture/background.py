@@ -112,13 +112,23 @@ def state_dict(state: Any) -> dict:
 
 
 def process_alive(pid: int) -> bool:
+    """Whether ``pid`` still runs. A process that has exited but that its parent has not reaped
+    yet (a zombie) answers ``kill(pid, 0)`` like a live one: the analysis beside an interrupted
+    job then waited for it forever where the job's parent reaps it only once the analysis has
+    closed the output they share (`subprocess.communicate`, CI under load); on Linux its state
+    in ``/proc`` says it is gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (macOS): kill's answer stands
+        return True
+    fields = stat.rpartition(")")[2].split()
+    return not fields or fields[0] not in ("Z", "X")
 
 
 def _has_fd(stream: Any) -> bool:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -174,3 +175,24 @@ def test_window_at_and_wait_together_are_refused_before_the_script_runs(tmp_path
                 str(SCRIPTS / "train_mlp.py"))
     assert p.returncode == 2 and p.stderr.startswith("advisor: error: --wait and --window-at")
     assert "train_mlp: done" not in p.stdout
+
+
+def test_a_job_that_exited_unreaped_is_not_alive():
+    # The analysis beside the job waits while the job is alive; an exited job that its parent
+    # has not reaped yet (a zombie) answered kill(pid, 0) like a live one, and under load the
+    # analysis of a Ctrl-C'd job waited for it until the test's 900 s guard (CI, 2026-11-26).
+    from advisor.capture.background import process_alive
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        end = time.time() + 60
+        while time.time() < end:
+            state = Path(f"/proc/{child.pid}/stat").read_text().rpartition(")")[2].split()[0]
+            if state == "Z":
+                break
+            time.sleep(0.05)
+        assert state == "Z"  # exited, not reaped: the case
+        assert not process_alive(child.pid)
+    finally:
+        child.wait()
+    assert process_alive(os.getpid())
