@@ -107,3 +107,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def dask_scheduler() -> str:
     """`session_scheduler` as a fixture, for tests that take their inputs as fixtures."""
     return session_scheduler()
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op thread for a module that times a real torch loop on the CPU: on a shared
+    machine torch's OpenMP threads spin against each other (a 4-layer step took 500 ms with two
+    threads on the two busy cores here, 0.4 ms with one)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

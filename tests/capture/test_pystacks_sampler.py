@@ -20,15 +20,7 @@ from advisor.capture.pystacks import StackSampler, frame_of  # noqa: E402
 from advisor.capture.window import CudaProfilerRecorder  # noqa: E402
 from advisor.ingest.pystacks import read_samples  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared machine torch's OpenMP threads spin against each other
-    (a 4-layer step took 500 ms with two threads on the two busy cores here, 0.4 ms with one)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _model():

@@ -38,15 +38,7 @@ from advisor.ingest.base import load_trace  # noqa: E402
 from advisor.ingest.pystacks import MAX_RESIDUAL_NS, fit_clock, read_step_clock  # noqa: E402
 from advisor.report.source_view import NSYS_NO_STACKS  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: on a shared machine torch's OpenMP threads spin against each other
-    (a 4-layer step took 500 ms with two threads on the two busy cores here, 0.4 ms with one)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 CAPTURE = archived("unprofiled/h100-2026-11-23b/nanogpt-nsys")  # unpacked (tests.archive)
