@@ -262,10 +262,15 @@ class RestartCost:
         return per / after if per > 0 and after > 0 else 1.0
 
 
-def _window(k: int, starts: list[int], depth: int) -> range:
-    """The start step and the refill after it, up to the next start."""
+def _window(k: int, starts: list[int], depth: int, epoch: int | None) -> range:
+    """The start step and the refill after it: at most half the epoch, so that each epoch keeps
+    settled steps to compare with (an epoch shorter than the prefetch queue's refill is nearly
+    all start, and its second half is the nearest to a settled step it has)."""
     later = [s for s in starts if s > k]
-    return range(k, min(k + 1 + depth, later[0] if later else k + 1 + depth))
+    span = (later[0] - k) if later else epoch
+    if span:
+        depth = min(depth, max(1, span // 2))
+    return range(k, k + 1 + depth)
 
 
 def restart_cost(times: list[tuple[int, int]], activity: Mapping[int, Mapping[str, int]],
@@ -287,7 +292,9 @@ def restart_cost(times: list[tuple[int, int]], activity: Mapping[int, Mapping[st
     depth = run.prefetch * workers if workers else 1
     own = lambda j: step_ns[j] - activity.get(j, {}).get("eval", 0) - activity.get(  # noqa: E731
         j, {}).get("checkpoint", 0)
-    windows = {k: _window(k, starts, depth) for k in starts}
+    gaps = [b - a for a, b in itertools.pairwise(starts) if b > a]
+    epoch = int(statistics.median(gaps)) if gaps else None
+    windows = {k: _window(k, starts, depth, epoch) for k in starts}
     inside = {j for w in windows.values() for j in w}
     base_steps = [own(j) for j in sorted(settled) if j in step_ns and j not in inside]
     base = statistics.fmean(base_steps) if base_steps else None

@@ -30,7 +30,7 @@ from advisor.capture.baseline import measured_inputs
 from advisor.capture.reporting import recorded_inputs
 from advisor.capture.steptimes import StepClock, measured_step
 from advisor.engine.host import HostFacts
-from advisor.engine.loader_model import RestartCost, observe
+from advisor.engine.loader_model import RestartCost, observe, restart_cost
 from tests.archive import archived
 
 H100 = archived("public/loader-imagenet/bursty-j4-2026-11-25")
@@ -151,3 +151,25 @@ def test_restarts_under_the_bar_are_not_a_finding():
     share = cost.saved_ns / cost.steps / cost.loop_step_ns
     found = run_findings(account(StepClock.from_state(_state(H100)), None), cost)
     assert ("loader-restarts" in {f.rule for f in found}) == (share >= MIN_RUN_SAVING)
+
+
+def test_an_epoch_shorter_than_the_refill_keeps_its_second_half_as_the_settled_steps():
+    """8 workers with 2 batches each to prefetch would refill over 16 steps; the epochs hold 6.
+    Each restart is then charged the first half of its epoch over the second halves' mean
+    (100 ms): 300 + 50 ms. A start that is a loader's first (``loader_restart_calls`` 0, an
+    evaluation loader's) is paid with or without persistent workers and is not counted."""
+    times, act = [], {}
+    for e in range(4):
+        for j in range(6):
+            i = 6 * e + j
+            times.append((i, {0: 400, 1: 150}.get(j, 100) * 1_000_000))
+        act[6 * e] = {"loader_start": 50_000_000, "loader_start_calls": 1,
+                      "loader_restart_calls": int(e > 0)}
+    act[9] = {"loader_start": 50_000_000, "loader_start_calls": 1, "loader_restart_calls": 0}
+    times = [(i, ns + (50_000_000 if i == 9 else 0)) for i, ns in times]
+    cost = restart_cost(times, act, {i for i, _ in times}, 0.0)
+    assert cost.restarts == 3
+    assert [k for k, _ in cost.per_start] == [6, 12, 18]
+    assert [c / 1e6 for _, c in cost.per_start] == pytest.approx([350, 350, 350], rel=0.02)
+    assert cost.fork_ns == pytest.approx(3 * 50e6)
+    assert cost.fill_ns == 0  # no loader model: nothing known to keep
