@@ -15,6 +15,7 @@ import statistics
 from collections.abc import Iterable
 
 from advisor.capture.steptimes import StepClock, far_out_fence
+from advisor.engine.loader_model import LoaderRun, RestartCost, restart_cost
 from advisor.engine.measured import MeasuredStep, RunAccount, SlowStep
 from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
 
@@ -39,8 +40,10 @@ def _explain(excess: int, act: dict[str, int], data_typical: float) -> dict[str,
     return out
 
 
-def account(clock: StepClock, measured: MeasuredStep | None) -> RunAccount | None:
-    """The run's wall time split into its parts (None without a step or an end time)."""
+def account(clock: StepClock, measured: MeasuredStep | None,
+            loader: LoaderRun | None = None) -> RunAccount | None:
+    """The run's wall time split into its parts (None without a step or an end time);
+    ``loader``: the DataLoader as the loader model read it, for the cost of its restarts."""
     times = sorted(clock.times)
     if not times or clock.run_end_ns is None:
         return None
@@ -87,20 +90,23 @@ def account(clock: StepClock, measured: MeasuredStep | None) -> RunAccount | Non
                 parts["between_steps"] += gap
                 if gap > 0:
                     causes["between steps"] = causes.get("between steps", 0) + gap
-    starts = sorted((i, a.get("loader_start_calls", 0), a.get("loader_start", 0), a.get("data", 0))
-                    for i, a in clock.activity.items() if a.get("loader_start_calls", 0))
-    restarts, restart_ns = 0, 0
-    for n, (i, calls, ns, data_ns) in enumerate(starts):
-        first = 1 if n == 0 else 0  # the very first start is paid once, persistent or not
-        if calls - first <= 0:
-            continue
-        share = (calls - first) / calls
-        restarts += calls - first
-        wait = max(0.0, data_ns - data_typical) if i >= 0 else 0.0
-        restart_ns += int(share * (ns + wait))
+    restarts = epoch_restarts(clock, loader)
     checkpoints = sum(a.get("checkpoint_calls", 0) for a in clock.activity.values())
     return RunAccount(int(clock.run_end_ns), len(times), typical, parts, causes, slow,
-                      restarts, restart_ns, checkpoints)
+                      restarts.restarts, int(restarts.total_ns), checkpoints)
+
+
+def epoch_restarts(clock: StepClock, loader: LoaderRun | None = None) -> RestartCost:
+    """What the workers' restarts at every epoch cost the run (`loader_model.restart_cost`):
+    the settled steps outside the window are the loop's own time."""
+    times = sorted(clock.times)
+    w = clock.window
+    settled = {i for i, _ in clock.steady_candidates()} if clock.settled_at is not None else {
+        i for i, _, _ in times if not (w and w[0] - 1 <= i <= w[1] + 1)}
+    data = [clock.activity.get(i, {}).get("data", 0) for i in settled]
+    typical = float(statistics.median(data)) if data else 0.0
+    return restart_cost([(i, e - b) for i, b, e in times], clock.activity, settled, typical,
+                        loader)
 
 
 def _estimate(acc: RunAccount, saved: float, low_saved: float, model: str,
@@ -113,33 +119,59 @@ def _estimate(acc: RunAccount, saved: float, low_saved: float, model: str,
                     assumptions=tuple(assumptions), basis="mean", relative_to="run")
 
 
-def run_findings(acc: RunAccount | None) -> list[Finding]:
-    """Findings about time outside steady steps, each estimated against the whole run."""
+def _restart_finding(acc: RunAccount, r: RestartCost, steps: tuple[int, ...]) -> Finding | None:
+    """Keep the workers alive between epochs: an epoch-level fix, estimated against the settled
+    loop's time per step with the restarts at the run's own rate (`RestartCost`)."""
+    per = r.loop_step_ns
+    if per <= 0 or r.saved_ns / max(1, r.steps) < MIN_RUN_SAVING * per:
+        return None
+    after = per - r.saved_ns / max(1, r.steps)
+    ms = lambda ns: f"{ns / 1e6:.0f} ms"  # noqa: E731
+    each = r.total_ns / r.restarts
+    return Finding(
+        rule="loader-restarts", code="RUN001",
+        message=(f"DataLoader workers were restarted {r.restarts} time(s) (a loader that had "
+                 f"started before started its workers again), {ms(each)} each "
+                 f"({ms(r.fork_ns / r.restarts)} forking them, the rest the "
+                 "steps that waited while the fresh workers refilled the prefetch queue), "
+                 f"{r.total_ns / 1e9:.2f} s in all: {r.total_ns / r.steps / per:.0%} of the "
+                 "loop's time per step; persistent workers keep the forks and the start-up"),
+        evidence=Evidence(steps=steps, quantities={
+            "loader_restarts": r.restarts, "loader_restart_ns": r.total_ns,
+            "loader_restart_fork_ns": r.fork_ns, "persistent_fill_ns": r.fill_ns,
+            "loop_step_ns": per, "run_steps": r.steps, "run_ns": acc.run_ns}),
+        fix=Fix(title="Keep the DataLoader's workers alive between epochs",
+                snippet="loader = DataLoader(dataset, ..., num_workers=N, "
+                        "persistent_workers=True)", kind="config",
+                knobs=("loader:persistent_workers=true",)),
+        estimate=Estimate(
+            step_ns=per, predicted_step_ns=after, speedup=r.speedup(),
+            low=r.speedup(r.fork_ns), high=r.speedup(max(r.fork_ns, r.total_ns)),
+            model=("the settled loop's time per step, epoch starts included, less each "
+                   "restart's measured cost (its forks and the steps over the settled mean "
+                   "until the prefetch queue is refilled) at the run's rate of restarts, less "
+                   "what persistent workers still pay (their first round: N x the step's own "
+                   "time per restarted iterator)"),
+            assumptions=("low: only the forks are saved (the fresh workers' first batches "
+                         "cost warm ones as much)",
+                         "high: the whole epoch start is saved (warm workers' first round "
+                         "hidden)"),
+            basis="mean", relative_to="run"),
+        confidence=Confidence.MODELED)
+
+
+def run_findings(acc: RunAccount | None, restarts: RestartCost | None = None) -> list[Finding]:
+    """Findings about time outside steady steps, each estimated against the whole run;
+    ``restarts``: the loader's epoch starts (`epoch_restarts`), for the persistent-workers fix."""
     if acc is None or acc.run_ns <= 0:
         return []
     out: list[Finding] = []
     steps = tuple(s.index for s in acc.slow_steps[:20])
     share = lambda ns: ns / acc.run_ns  # noqa: E731
-    if acc.loader_restarts and share(acc.loader_restart_ns) >= MIN_RUN_SAVING:
-        out.append(Finding(
-            rule="loader-restarts", code="RUN001",
-            message=(f"DataLoader workers were started {acc.loader_restarts} more time(s) after "
-                     f"the first, costing {acc.loader_restart_ns / 1e9:.2f} s "
-                     f"({share(acc.loader_restart_ns):.0%} of the run): each new iterator starts "
-                     "its worker processes and waits for their first batches"),
-            evidence=Evidence(steps=steps, quantities={
-                "loader_restarts": acc.loader_restarts,
-                "loader_restart_ns": acc.loader_restart_ns, "run_ns": acc.run_ns}),
-            fix=Fix(title="Keep the DataLoader's workers alive between epochs",
-                    snippet="loader = DataLoader(dataset, ..., num_workers=N, "
-                            "persistent_workers=True)", kind="config",
-                    knobs=("loader:persistent_workers=true",)),
-            estimate=_estimate(acc, acc.loader_restart_ns, 0.5 * acc.loader_restart_ns,
-                               "whole run wall time less the measured worker start-up and "
-                               "first-batch wait of every iterator after the first",
-                               ("with persistent workers the first batch of an epoch is "
-                                "prefetched like any other",)),
-            confidence=Confidence.MODELED))
+    if restarts is not None and restarts.restarts:
+        found = _restart_finding(acc, restarts, steps)
+        if found is not None:
+            out.append(found)
     ckpt = sum(a for c, a in acc.causes_ns.items() if c == "checkpoint")
     if acc.checkpoints and share(ckpt) >= MIN_RUN_SAVING:
         out.append(Finding(

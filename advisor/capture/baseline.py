@@ -15,7 +15,7 @@ import statistics
 from dataclasses import replace
 
 from advisor.analysis import AnalysisInput
-from advisor.capture.accounting import account, run_findings
+from advisor.capture.accounting import account, epoch_restarts, run_findings
 from advisor.capture.steptimes import StepClock, measured_step
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.measured import MODEL_DISAGREEMENT, MeasuredBaseline, MeasuredStep
@@ -117,7 +117,8 @@ def measured_inputs(inputs: AnalysisInput, clock: StepClock) -> AnalysisInput:
     """``inputs`` with the baseline the session measured: the unprofiled step and the whole
     run's account, and the calibration chosen against that step."""
     measured: MeasuredStep | None = measured_step(clock)
-    acc = account(clock, measured)
+    loader = inputs.facts.loader_run
+    acc = account(clock, measured, loader)
     notes = list(inputs.notes)
     steps = analysed_steps(inputs.graph)
     if measured is not None and steps:
@@ -135,5 +136,6 @@ def measured_inputs(inputs: AnalysisInput, clock: StepClock) -> AnalysisInput:
         if fit is not None:
             calibration = fit[0]
             notes.append(fit[1])
-    baseline = MeasuredBaseline(measured, acc, tuple(run_findings(acc)), fit_tried=fit is not None)
+    found = run_findings(acc, epoch_restarts(clock, loader))
+    baseline = MeasuredBaseline(measured, acc, tuple(found), fit_tried=fit is not None)
     return replace(inputs, calibration=calibration, measured=baseline, notes=tuple(notes))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -59,12 +60,32 @@ class Hooks:
         # Starting an iterator (each epoch, unless persistent_workers) starts its worker
         # processes; the first batch then waits for them inside __next__.
         self._time_calls(dataloader_mod.DataLoader, "__iter__", "loader_start",
-                         counts=starts_workers)
+                         counts=self._loader_starts())
         self._time_calls(self.torch, "save", "checkpoint")
         self._keep_hooks_out_of_copies()
         self._count_graph_captures()
         self._hook_backward()
         self.installed = True
+
+    def _loader_starts(self) -> Callable[..., bool]:
+        """`starts_workers`, and which of those starts restart a loader that started before
+        (``loader_restart_calls``, 0 on a loader's first): persistent workers would save those,
+        not a second loader's first start (an evaluation loader's, after the first epoch)."""
+        started: weakref.WeakSet[Any] = weakref.WeakSet()
+        s = self.s
+
+        def counts(loader: Any, *args: Any, **kwargs: Any) -> bool:
+            if not starts_workers(loader):
+                return False
+            try:
+                again = loader in started
+                started.add(loader)
+            except TypeError:  # a loader that takes no weak reference: counted as a first start
+                again = False
+            s.add_activity("loader_restart_calls", int(again))
+            return True
+
+        return counts
 
     def _hook_optimizers(self) -> None:
         """The optimizer phase, and the step boundary at the end of the cycle's last step()."""

@@ -27,6 +27,12 @@ The step with N' workers is ``max(C, W / min(N', F)) + R'``, ``R'`` the restart 
 the run slower when ``R`` grows by more than the supply gains: a short epoch and a loader that
 keeps up, or a host without cores to spare.
 
+The restarts' cost to the whole run, and what ``persistent_workers=True`` saves of it, is
+`RestartCost` (`restart_cost`, read by `advisor.capture.accounting` for the run-relative
+``loader-restarts`` finding): the epoch start's steps over the settled mean until the prefetch
+queue is refilled, against the settled loop's time per step, apart from the step-level model
+above.
+
 Nothing here is fitted to a measurement; docs/validation.md ("The loader model") compares it
 with runs of pytorch/examples' ImageNet script at other worker counts.
 """
@@ -73,6 +79,7 @@ class LoaderRun:
     restart_wait_ns: float  # their first batches' excess wait, per step
     starts: int  # iterators that started workers (the first included)
     epoch_steps: float | None  # steps between two starts (None: one start seen)
+    prefetch: int = 2  # batches each worker loads ahead (DataLoader's prefetch_factor)
 
     @property
     def free_cores(self) -> int:
@@ -215,4 +222,109 @@ def observe(state: Mapping[str, Any]) -> LoaderRun | None:
         steady_steps=len(steady), supply_ns=supply, wait_ns=wait,
         consume_ns=statistics.fmean(max(0, ns - d) for ns, d in steady),
         restart_start_ns=start_ns / n, restart_wait_ns=wait_ns / n,
-        starts=calls_seen, epoch_steps=float(statistics.median(gaps)) if gaps else None)
+        starts=calls_seen, epoch_steps=float(statistics.median(gaps)) if gaps else None,
+        prefetch=int(loader.get("prefetch_factor") or 2))
+
+
+@dataclass(frozen=True)
+class RestartCost:
+    """What restarting the DataLoader's workers at every epoch cost the run, and what
+    ``persistent_workers=True`` takes off it: an epoch-level fix, estimated against the whole
+    run's time per step, never against the settled step (issue 34 item 3).
+
+    A restart costs the forks (``__iter__``: one worker after the other) and the steps after it
+    until the fresh workers have refilled the prefetch queue: their first batches (each fresh
+    worker starts, imports what it loads with, takes its share of the cores from the training
+    thread) and the steps that wait for them. Persistent workers keep the forks and the start-up;
+    they still make the epoch's first round of batches after the new sampler order is known, one
+    batch per worker, which the steps of that round no longer hide: at most N x C (N workers, C
+    the step's own time) per restarted iterator, the part that stays."""
+
+    restarts: int  # iterators started after the run's first
+    total_ns: float  # the epoch starts' measured cost, all restarts together
+    fork_ns: float  # of which the forks (__iter__): what persistent workers surely save
+    fill_ns: float  # what persistent workers still pay: the first round from warm workers
+    steps: int  # the run's steps (the restarts' frequency: epochs x cost over steps)
+    loop_step_ns: float  # the settled loop's wall time per step, epoch starts included
+    per_start: tuple[tuple[int, float], ...] = ()  # (step, its restarts' cost) for each
+
+    @property
+    def saved_ns(self) -> float:
+        """The estimate: the measured cost less the warm first round, never below the forks."""
+        return max(self.fork_ns, self.total_ns - self.fill_ns)
+
+    def speedup(self, saved_ns: float | None = None) -> float:
+        """The whole run's time per step over the same with ``saved_ns`` (default: `saved_ns`)
+        taken off at the run's own rate of restarts."""
+        saved = self.saved_ns if saved_ns is None else saved_ns
+        per = self.loop_step_ns
+        after = per - saved / max(1, self.steps)
+        return per / after if per > 0 and after > 0 else 1.0
+
+
+def _window(k: int, starts: list[int], depth: int, epoch: int | None) -> range:
+    """The start step and the refill after it: at most half the epoch, so that each epoch keeps
+    settled steps to compare with (an epoch shorter than the prefetch queue's refill is nearly
+    all start, and its second half is the nearest to a settled step it has)."""
+    later = [s for s in starts if s > k]
+    span = (later[0] - k) if later else epoch
+    if span:
+        depth = min(depth, max(1, span // 2))
+    return range(k, k + 1 + depth)
+
+
+def restart_cost(times: list[tuple[int, int]], activity: Mapping[int, Mapping[str, int]],
+                 settled: set[int], data_typical: float,
+                 run: LoaderRun | None = None) -> RestartCost:
+    """The epoch starts' cost from the step clock: ``times`` (index, ns) of the run's steps,
+    ``activity`` what the host was timed doing in each, ``settled`` the steps whose time is the
+    loop's own (after warm-up, outside the profiler's window), ``run`` the loader as
+    `observe` read it (its workers, prefetch and the step's own time; None: not measured).
+
+    Each restart's cost is the signed sum of the start step's and the refill's excess over
+    the settled steps' mean outside every start (evaluation and checkpoint time left out: they
+    are other findings'), so that a bursty loader's usual waits, in that mean, are not counted
+    twice; at least the forks. A start outside the settled steps (warm-up, the window) counts
+    its forks and its step's data wait over the typical one."""
+    step_ns = dict(times)
+    starts = sorted(k for k, a in activity.items() if a.get("loader_start_calls"))
+    workers = run.workers if run is not None and run.workers else 0
+    depth = run.prefetch * workers if workers else 1
+    own = lambda j: step_ns[j] - activity.get(j, {}).get("eval", 0) - activity.get(  # noqa: E731
+        j, {}).get("checkpoint", 0)
+    gaps = [b - a for a, b in itertools.pairwise(starts) if b > a]
+    epoch = int(statistics.median(gaps)) if gaps else None
+    windows = {k: _window(k, starts, depth, epoch) for k in starts}
+    inside = {j for w in windows.values() for j in w}
+    base_steps = [own(j) for j in sorted(settled) if j in step_ns and j not in inside]
+    base = statistics.fmean(base_steps) if base_steps else None
+    loop = [step_ns[j] for j in settled if j in step_ns]
+    # captures since wave 5 say which starts restart a loader (`loader_restart_calls`); older
+    # ones only that the run's first start is paid once
+    per_loader = any("loader_restart_calls" in activity[k] for k in starts)
+    restarts, total, fork, fill = 0, 0.0, 0.0, 0.0
+    seen = 0
+    each: list[tuple[int, float]] = []
+    for k in starts:
+        a = activity[k]
+        calls = int(a["loader_start_calls"])
+        first = 1 if seen == 0 else 0  # the run's first start is paid once, persistent or not
+        seen += calls
+        again = int(a.get("loader_restart_calls", 0)) if per_loader else calls - first
+        if again <= 0:
+            continue
+        share = again / calls
+        f = share * a.get("loader_start", 0)
+        w = [j for j in windows[k] if j in step_ns]
+        if base is not None and k >= 0 and w and all(j in settled for j in w):
+            cost = max(f, share * sum(own(j) - base for j in w))
+        else:
+            cost = f + share * max(0.0, a.get("data", 0) - data_typical) if k >= 0 else f
+        restarts += again
+        total += cost
+        each.append((k, cost))
+        fork += f
+        if run is not None and workers:
+            fill += min(max(0.0, cost - f), again * workers * run.consume_ns)
+    return RestartCost(restarts, total, fork, fill, len(times),
+                       statistics.fmean(loop) if loop else 0.0, tuple(each))

@@ -1,6 +1,7 @@
 """Step times of pytorch/examples imagenet/main.py from its own log (no profiler).
 
     python3 parse_loader_logs.py LOGDIR     # LOGDIR/j*.log -> JSON on stdout
+    python3 parse_loader_logs.py --slow DIR  # wave5_loader_slow.sh's DIR -> the table
 
 main.py prints ``Epoch: [0][ i/n]  Time  0.812 ( 0.950)  Data  0.750 ( 0.801) ...`` per
 iteration with ``-p 1``: ``Time`` is the iteration's wall time, ``Data`` its wait for the
@@ -40,7 +41,20 @@ def parse(path: Path) -> dict:
             "steady_iterations": len(tail)}
 
 
-if __name__ == "__main__":
-    logs = Path(sys.argv[1])
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--slow"] and len(argv) == 2:
+        from loader_slow_table import table  # beside this file: needs advisor installed
+
+        print(table(Path(argv[1])))
+        return 0
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+        return 2
+    logs = Path(argv[0])
     out = {p.stem: parse(p) for p in sorted(logs.glob("j*.log"))}
     print(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

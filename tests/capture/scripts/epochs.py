@@ -1,7 +1,8 @@
 """A real multi-epoch loop: DataLoader with worker processes (restarted every epoch unless
 --persistent), an evaluation pass and a torch.save checkpoint after each epoch.
 
-Usage: python epochs.py [--epochs N] [--iters N] [--persistent] [--out DIR]
+Usage: python epochs.py [--epochs N] [--iters N] [--workers N] [--val-workers N] [--persistent]
+                        [--out DIR]
 """
 
 import argparse
@@ -19,6 +20,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--iters", type=int, default=40)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--val-workers", type=int, default=0)
     ap.add_argument("--persistent", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
@@ -27,7 +29,7 @@ def main() -> None:
     y = torch.randint(0, 4, (a.iters * 16,))
     train = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, num_workers=a.workers,
                        persistent_workers=a.persistent and a.workers > 0)
-    val = DataLoader(TensorDataset(x[:256], y[:256]), batch_size=64)
+    val = DataLoader(TensorDataset(x[:256], y[:256]), batch_size=64, num_workers=a.val_workers)
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 4))
     criterion = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
