@@ -17,7 +17,7 @@ import warnings
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 
-from advisor.engine.rule import Rule, RuleSpec, Scope
+from advisor.engine.rule import Rule, RuleSpec, Scope, is_base
 from advisor.errors import AdvisorError
 
 GROUP = "advisor.rules"
@@ -49,8 +49,7 @@ def _load(ep: EntryPoint, legacy: bool) -> type[RuleSpec]:
         cls = ep.load()
     except Exception as e:  # a broken plugin must name itself
         raise PluginError(f"rule plugin {ep.name!r} ({ep.value}) failed to load: {e}") from e
-    if not (isinstance(cls, type) and issubclass(cls, RuleSpec)) or getattr(
-            cls.check, "__isabstractmethod__", False):
+    if not (isinstance(cls, type) and issubclass(cls, RuleSpec)) or is_base(cls):
         raise PluginError(f"rule plugin {ep.name!r} ({ep.value}) is not an advisor rule class")
     if cls.name != ep.name:
         raise PluginError(f"rule plugin {ep.name!r} names its class {cls.name!r}: they must match")
@@ -64,7 +63,7 @@ def _load(ep: EntryPoint, legacy: bool) -> type[RuleSpec]:
         warnings.warn(f"rule plugin {ep.name!r} ({ep.value}) is registered under the entry-point "
                       f"group {LEGACY_JOB_GROUP!r}, which is deprecated: register it under "
                       f"{GROUP!r} (a rule's scope comes from its class)",
-                      PluginDeprecationWarning, stacklevel=4)
+                      PluginDeprecationWarning, stacklevel=2)
     return cls
 
 

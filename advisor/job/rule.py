@@ -49,7 +49,7 @@ JobFinding = Finding
 
 
 class JobRule(RuleSpec):
-    """Base class of every job rule: the declared metadata of any rule, ``check(job)``."""
+    """Base class of every job rule: the declared metadata of any rule, ``check(job, ctx)``."""
 
     scope: ClassVar[Scope] = Scope.JOB
     category: ClassVar[Category] = Category.COMMUNICATION
