@@ -9,12 +9,13 @@ from functools import cached_property
 from string import Template
 
 from advisor.engine.effects import Effect
+from advisor.engine.estimates import EstimateAPI
 from advisor.engine.fix_variants import unknown_framework_fix
 from advisor.engine.floors import Floor, PerStep, StepFloors, measure
 from advisor.engine.framework import NO_PYTORCH, UNKNOWN, FrameworkInfo, detect
 from advisor.engine.host import HostFacts
 from advisor.engine.profiler_cost import Calibration
-from advisor.engine.rule import Confidence, Estimate, Evidence, Finding, Fix
+from advisor.engine.rule import Estimate, Fix
 from advisor.engine.step_basis import StepBasis, assess
 from advisor.engine.whatif import Replay, Simulation
 from advisor.graph.model import OpGraph, Step
@@ -60,7 +61,10 @@ def analysed_steps(graph: OpGraph, pid: int | None = None) -> list[Step]:
 
 
 @dataclass
-class RuleContext:
+class RuleContext(EstimateAPI):
+    """What a rank rule's `check` gets besides the graph; its `finding` (the estimate API of
+    `advisor.engine.estimates`) replays the analysed steps with the fix's effects."""
+
     graph: OpGraph
     steps: list[Step]
     options: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
@@ -293,65 +297,23 @@ class RuleContext:
                    knobs=tuple(Template(k).substitute(values)
                                for k in getattr(rule, "knobs", {}).get(mechanism, ())))
 
-    def finding(
-        self,
-        rule: type,
-        message: str,
-        evidence: Evidence,
-        effects: Sequence[Effect],
-        fix: Fix | None = None,
-        model: str | None = None,
-        assumptions: Sequence[str] | None = None,
-        confidence: Confidence | None = None,
-        low_effects: Sequence[Effect] | None = None,
-        high_effects: Sequence[Effect] | None = None,
-        basis: str = "median",
-        mechanism: str | None = None,
-        params: Mapping[str, object] | None = None,
-        requires: tuple[str, ...] = (),
-        extra_assumptions: Sequence[str] = (),
-    ) -> Finding:
-        """A finding whose estimate is the replay of the steps with ``effects`` applied;
-        ``low_effects``/``high_effects`` are the pessimistic and optimistic variants.
-
-        What the rule declares (its fix for ``mechanism``, model text, assumptions, confidence)
-        is assembled here, filled from ``params``; ``check`` passes only what it matched.
-        ``fix``/``model``/``assumptions``/``confidence`` given here override the declaration
-        (a plugin written before declarations)."""
-        values = {k: str(v) for k, v in (params or {}).items()}
-        if fix is None:
-            if mechanism is None:
-                raise ValueError(f"{rule.name}: a finding needs a mechanism (or a Fix)")
-            fix = self.fix(rule, mechanism, params, requires)
-        if model is None:
-            text = rule.model if isinstance(rule.model, str) else rule.model[fix.mechanism]
-            model = Template(text).substitute(values)
-        if assumptions is None:
-            assumptions = tuple(Template(a).substitute(values) for a in rule.assumptions)
-        assumptions = (*assumptions, *extra_assumptions)
+    def caveats(self, effects: Sequence[Effect]) -> tuple[str, ...]:
+        """Said, never hidden (tests/engine/test_steady_replay.py): a replay still drifting."""
         replay = self.replay(effects)
-        if not replay.settled:  # said, never hidden: tests/engine/test_steady_replay.py
-            assumptions += (f"the replayed steps had not settled after {replay.passes} passes "
-                            "of the loop: the estimate is of a drifting replay",)
-        if confidence is None:
-            confidence = rule.confidence
+        if replay.settled:
+            return ()
+        return (f"the replayed steps had not settled after {replay.passes} passes "
+                "of the loop: the estimate is of a drifting replay",)
+
+    def what_if(self, effects: Sequence[Effect], low_effects: Sequence[Effect] | None,
+                high_effects: Sequence[Effect] | None, basis: str, model: str,
+                assumptions: Sequence[str]) -> Estimate:
+        """The replay of the steps with ``effects`` applied, on the report's baseline step: the
+        rank scope's model behind `finding` (`advisor.engine.estimates.EstimateAPI`)."""
         base, after = self.before_after(effects, basis)
         speedup = base / after if after > 0 else 1.0
         low = self.speedup(low_effects, basis) if low_effects is not None else speedup
         high = self.speedup(high_effects, basis) if high_effects is not None else speedup
         low, high = min(low, speedup), max(high, speedup)
         floor, binds = self.bound_by(effects, basis)
-        estimate = self.estimate(speedup, low, high, model, assumptions, basis, floor, binds)
-        return Finding(
-            rule=rule.name,
-            code=rule.code,
-            message=message,
-            evidence=evidence,
-            fix=fix,
-            estimate=estimate,
-            confidence=confidence,
-            effects=tuple(effects),
-            low_effects=tuple(low_effects if low_effects is not None else effects),
-            high_effects=tuple(high_effects if high_effects is not None else effects),
-        )
-
+        return self.estimate(speedup, low, high, model, assumptions, basis, floor, binds)

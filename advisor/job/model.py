@@ -53,7 +53,7 @@ class JobStep:
     rank_busy_ns: dict[int, int]  # step time minus exposed waiting: what the rank itself needed
     # The host's own work on the step (its step minus the time its calls were held waiting for
     # the GPU): a rank cannot step faster than that, however long its GPU spun in a collective
-    # meanwhile (`advisor.job.rule.job_step_ns`). Empty where the trace has no steps of its own.
+    # meanwhile (`advisor.job.whatif.job_step_ns`). Empty where the trace has no steps of its own.
     rank_floor_ns: dict[int, int] = field(default_factory=dict)
     rank_idle_ns: dict[int, int] = field(default_factory=dict)  # the GPU ran nothing
 

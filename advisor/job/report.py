@@ -68,7 +68,9 @@ def _section(job: Job) -> JobSection:
         steps=tuple(JobStepRow(
             st.index, st.time_ns, tuple(st.rank_time_ns[r] for r in ids),
             tuple(st.rank_exposed_ns[r] for r in ids), tuple(st.rank_waiting_ns[r] for r in ids),
-            tuple(st.rank_busy_ns[r] for r in ids)) for st in job.steps),
+            tuple(st.rank_busy_ns[r] for r in ids),
+            tuple((job.rank_steps[r][st.index].start_ns, job.rank_steps[r][st.index].end_ns)
+                  for r in ids)) for st in job.steps),
         collectives=tuple(CollectiveRow(c.kind, c.count, c.total_ns, c.exposed_ns, c.waiting_ns,
                                         c.host_ns) for c in job.collectives),
         straggler=None if s is None else StragglerView(

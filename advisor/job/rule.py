@@ -4,31 +4,29 @@ A rank rule reads one op graph; a job rule reads the cross-rank `Job` model (ali
 matched collectives, waiting, the straggler). Both declare the same metadata on the class
 (`advisor.engine.rule.RuleSpec`: code, name, mechanisms and their fixes, options, requirements,
 the estimate's model text, confidence), validated when the class is defined; a job rule's
-finding is a `Finding` with the ranks it concerns. Job rules register in their own entry-point
-group, ``advisor.job_rules``, because `check` reads another input.
+finding is a `Finding` with the ranks it concerns, made with ``ctx.finding(...)`` as a rank
+rule's is (the estimate API, `advisor.engine.estimates`; the job's what-if model is
+`advisor.job.whatif`). Rules of both scopes register in one entry-point group, ``advisor.rules``;
+the registry tells them apart by ``scope`` (`advisor.engine.registry`).
 """
 
 from __future__ import annotations
 
-import statistics
+import inspect
+import warnings
 from abc import abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from importlib.metadata import entry_points
 from string import Template
 from typing import ClassVar
 
 from advisor.config import ConfigError, RuleSettings, coerce_option
-from advisor.engine.fix_variants import unknown_framework_fix
-from advisor.engine.floors import Floor
-from advisor.engine.registry import PluginError
+from advisor.engine.registry import PluginDeprecationWarning, PluginError, load_specs
 from advisor.engine.rule import (
     DOC_SECTIONS,
     Category,
     Estimate,
-    Evidence,
     Finding,
-    Fix,
     JobRequirement,
     RuleSpec,
     Scope,
@@ -36,16 +34,22 @@ from advisor.engine.rule import (
     is_base,
 )
 from advisor.engine.runner import MIN_SPEEDUP
-from advisor.job.model import Job, JobStep
-
-GROUP = "advisor.job_rules"
+from advisor.job.model import Job
+from advisor.job.whatif import (  # noqa: F401  (re-exported: the what-if's names before it moved)
+    HOST_FLOOR,
+    JobContext,
+    JobEffect,
+    Saving,
+    job_estimate,
+    job_step_ns,
+)
 
 JobFinding = Finding
 """A job rule's finding: a `Finding` whose ``ranks`` name the ranks it concerns."""
 
 
 class JobRule(RuleSpec):
-    """Base class of every job rule: the declared metadata of any rule, ``check(job)``."""
+    """Base class of every job rule: the declared metadata of any rule, ``check(job, ctx)``."""
 
     scope: ClassVar[Scope] = Scope.JOB
     category: ClassVar[Category] = Category.COMMUNICATION
@@ -68,51 +72,64 @@ class JobRule(RuleSpec):
         return self._options.get(key, self.options[key].default)
 
     @abstractmethod
-    def check(self, job: Job) -> Iterable[Finding]:
-        """Yield findings through `finding`; estimates come from `estimate`."""
+    def check(self, job: Job, ctx: JobContext) -> Iterable[Finding]:
+        """Yield findings through ``ctx.finding`` (the estimate API every rule uses), with
+        `JobEffect`s: what the fix takes off each rank's own work per aligned step."""
+
+    # ----- a plugin written before `ctx.finding` (deprecated) --------------------------------
 
     def estimate(self, job: Job, mechanism: str, saving: Saving, low: Saving, high: Saving,
                  assumptions: Sequence[str] = (),
                  floor: tuple[Saving, Saving, Saving] | None = None,
                  params: Mapping[str, object] | None = None) -> Estimate:
-        """The job what-if (`job_estimate`) with the model text this rule declares for
-        ``mechanism`` and its declared assumptions before ``assumptions``."""
+        """Deprecated, for a ``check(job)`` written before the job context: the estimate through
+        the job context's what-if (`JobContext.what_if`), as ``ctx.finding`` reaches it."""
         model = self.model if isinstance(self.model, str) else self.model[mechanism]
         values = {k: str(v) for k, v in (params or {}).items()}
-        return job_estimate(job, saving, low, high, Template(model).substitute(values),
-                            (*self.assumptions, *assumptions), floor=floor)
+        hosts = floor or (None, None, None)
+        effects = [(JobEffect(s, h),) for s, h in zip((saving, low, high), hosts, strict=True)]
+        return JobContext(job).what_if(*effects, "median", Template(model).substitute(values),
+                                       (*self.assumptions, *assumptions))
 
     def finding(self, job: Job, mechanism: str, message: str, estimate: Estimate,
                 quantities: Mapping[str, float], ranks: Sequence[int] | None = None,
                 params: Mapping[str, object] | None = None) -> Finding:
-        """A finding with the fix this rule declares for ``mechanism``: the job does not say
-        which framework runs the loop, so a mechanism with knobs of several frameworks gives
-        them side by side (`advisor.engine.fix_variants`), as a bare nsys capture does."""
-        values = {k: str(v) for k, v in (params or {}).items()}
-        frameworks = {v.framework for v in self.fixes if v.mechanism == mechanism}
-        if frameworks == {"pytorch"}:
-            v = self.fix_for(mechanism, "pytorch")
-            fix = Fix(Template(v.title).substitute(values), Template(v.snippet).substitute(values),
-                      kind=v.kind, mechanism=mechanism)
-        else:
-            fix = unknown_framework_fix(type(self), mechanism, values, (), "unknown")
-        return Finding(self.name, self.code, message,
-                       Evidence(steps=tuple(s.index for s in job.steps), quantities=dict(quantities)),
-                       fix, estimate, self.confidence,
+        """Deprecated companion of `estimate`: a finding with the declared fix and that
+        estimate."""
+        ctx = JobContext(job)
+        return Finding(self.name, self.code, message, ctx.evidence(quantities),
+                       ctx.fix(type(self), mechanism, params), estimate, self.confidence,
                        ranks=tuple(job.rank_ids if ranks is None else ranks))
 
 
+def _legacy_check(rule: JobRule) -> bool:
+    """Whether the rule's `check` takes the job alone (a plugin written before the context)."""
+    try:
+        params = inspect.signature(rule.check).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) == 1 and not any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+def _findings(rule: JobRule, job: Job, options: Mapping[str, object] | None) -> Iterable[Finding]:
+    if not _legacy_check(rule):
+        return rule.check(job, JobContext(job, {rule.name: dict(options or {})}))
+    warnings.warn(f"job rule {rule.name!r}: check(job) is deprecated; take the context, "
+                  "check(job, ctx), and make findings with ctx.finding(...)",
+                  PluginDeprecationWarning, stacklevel=3)
+    return rule.check(job)  # type: ignore[call-arg]
+
+
 def load_job_rules() -> list[type[JobRule]]:
-    rules = {}
-    for ep in sorted(entry_points(group=GROUP), key=lambda e: e.name):
-        try:
-            cls = ep.load()
-        except Exception as e:
-            raise PluginError(f"job rule plugin {ep.name!r} ({ep.value}) failed to load: {e}") from e
-        if not (isinstance(cls, type) and issubclass(cls, JobRule)) or cls.name != ep.name:
-            raise PluginError(f"job rule plugin {ep.name!r} ({ep.value}) is not a JobRule named {ep.name!r}")
-        rules[cls.name] = cls
-    return [rules[k] for k in sorted(rules)]
+    """The registered job rules (`Scope.JOB` in ``advisor.rules``, or the deprecated
+    ``advisor.job_rules``), in name order."""
+    rules = load_specs(Scope.JOB)
+    bad = [r.name for r in rules if not issubclass(r, JobRule)]
+    if bad:
+        raise PluginError(f"job rule plugin(s) {', '.join(bad)} are not JobRule classes "
+                          "(advisor.job.rule.JobRule)")
+    return rules  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -197,7 +214,7 @@ def run_job_rule_set(job: Job, choice: JobRuleChoice | None = None,
         if why:
             skipped.append(Skipped(rule.name, why))
             continue
-        found.extend(rule(options.get(rule.name)).check(job))
+        found.extend(_findings(rule(options.get(rule.name)), job, options.get(rule.name)))
     found.sort(key=lambda f: -f.estimate.speedup)
     return JobRuleResults(tuple(f for f in found if f.estimate.speedup >= min_speedup),
                           tuple(f for f in found if f.estimate.speedup < min_speedup),
@@ -211,89 +228,3 @@ def run_job_rules(job: Job, min_speedup: float = MIN_SPEEDUP,
     return list(run_job_rule_set(job, choice, min_speedup).findings)
 
 
-# ----- the job what-if ----------------------------------------------------------------------------
-
-Saving = Callable[[int, JobStep], float]
-"""(rank, step) -> ns per step the fix takes off that rank's own work (never its waiting)."""
-
-
-def job_step_ns(job: Job, saving: Saving | None = None, floor_saving: Saving | None = None) -> float:
-    """The job's step after a fix: per step, the slowest rank's own work (its step minus the time
-    it waited for others) after the fix; the median over steps.
-
-    A rank with a host floor (the host's own work, see `advisor.job.summary`) is held by its
-    host and its GPU: after the fix it takes the longest of its own work less what the fix saves
-    (``saving`` on the GPU side, ``floor_saving`` on the host, whichever is more: the two are
-    parallel resources and the step shrinks by the one that held it), its host floor less the
-    host saving (a fix of the GPU side does not make a host faster), and its GPU's own work
-    (compute and transfers, without the idle time) less the GPU saving.
-
-    Why the floor: on the H200 2-GPU DDP validation (docs/multigpu.md) a host-bound rank's GPU
-    spun 34 ms of a 44 ms step in all-reduce waiting for its peer while its host worked 32 ms;
-    counting its own work as 10 ms put a straggler fix at 4.5x where 1.37x was measured. Why the
-    host saving shortens the own work too: on the same runs the no_sync fix took 17 ms of host
-    time a step off a host-bound rank whose GPU idled 37-90 ms of it, and the estimate stayed at
-    1.03x while only the GPU-side saving could lower its own work (1.09x now from torch.profiler
-    against 1.15x measured; from nsys, which shows little of that host work, 1.03x).
-
-    Known bias: the floor leaves out the time the host's calls were held by the device, part of
-    which stays after a fix (syncs that were not waiting on a peer), so a fix that makes a rank
-    host-bound over-promises by up to that held time (3.4 ms of a 222 ms step on the planted
-    straggler of `tests/job/test_job_model.py`)."""
-    return _job_after(job, saving, floor_saving)[0]
-
-
-def _job_after(job: Job, saving: Saving | None = None,
-               floor_saving: Saving | None = None) -> tuple[float, float, bool]:
-    """`job_step_ns`, with the slowest rank's host floor after the fix (median over steps) and
-    whether that floor held the step (on most steps the slowest rank's step after the fix is its
-    host floor, above what the fix left of its own work)."""
-    vals, floors, held = [], [], 0
-    for st in job.steps:
-        after: list[tuple[float, float, bool]] = []  # (step after, host floor after, floor binds)
-        for r, busy in st.rank_busy_ns.items():
-            s = saving(r, st) if saving else 0.0
-            floor = st.rank_floor_ns.get(r, 0)
-            if not floor:
-                after.append((max(0.0, busy - s), 0.0, False))
-                continue
-            f = floor_saving(r, st) if floor_saving else 0.0
-            gpu_own = busy - st.rank_idle_ns.get(r, 0)
-            rest = max(0.0, busy - max(s, f), gpu_own - s)
-            after.append((max(rest, floor - f), floor - f, floor - f > rest))
-        step, floor_after, binds = max(after)
-        vals.append(step)
-        floors.append(floor_after)
-        held += binds
-    if not vals:
-        return 0.0, 0.0, False
-    return statistics.median(vals), statistics.median(floors), held > len(vals) / 2
-
-
-def job_estimate(job: Job, saving: Saving, low: Saving, high: Saving, model: str,
-                 assumptions: Sequence[str],
-                 floor: tuple[Saving, Saving, Saving] | None = None) -> Estimate:
-    """Before/after for the job: the observed job step scaled by the model's ratio. ``floor``:
-    what the fix takes off the ranks' host floors (mid, low, high), when it makes a host faster."""
-    base_model = job_step_ns(job)
-    observed = job.step_ns
-    floors = floor or (None, None, None)
-    scale = observed / base_model if base_model else 1.0
-
-    def after(s: Saving, f: Saving | None) -> float:
-        return observed * job_step_ns(job, s, f) / base_model if base_model else observed
-
-    mid_ns, host_ns, binds = _job_after(job, saving, floors[0])
-    mid = mid_ns * scale if base_model else observed
-    lo, hi = after(low, floors[1]), after(high, floors[2])
-    speedup = observed / mid if mid > 0 else 1.0
-    s_lo = observed / lo if lo > 0 else 1.0
-    s_hi = observed / hi if hi > 0 else 1.0
-    held = Floor("host", host_ns * scale, HOST_FLOOR) if host_ns else None
-    return Estimate(step_ns=observed, predicted_step_ns=mid, speedup=speedup,
-                    low=min(s_lo, s_hi, speedup), high=max(s_lo, s_hi, speedup), model=model,
-                    assumptions=tuple(assumptions), floor=held, floor_binds=binds)
-
-
-HOST_FLOOR = ("the host's own work of the rank slowest after the fix (its step less the time "
-              "its calls waited for the GPU)")

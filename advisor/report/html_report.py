@@ -23,6 +23,7 @@ from advisor.analysis import Analysis
 from advisor.output_paths import write_atomic
 from advisor.report import html_view as view
 from advisor.report import palette, source_view
+from advisor.report.job_timeline import JobTimeline, job_timeline
 from advisor.report.json_report import SCHEMA_VERSION, advisor_version, to_dict
 from advisor.report.model import Report, as_report
 from advisor.report.roofline_view import roofline_svg
@@ -135,6 +136,7 @@ def _job_context(rep: Report) -> dict[str, Any]:
 
     job = rep.job
     assert job is not None
+    drawn = job_timeline(job)
     return {
         "d": d, "report": {"skipped": d["skipped"]}, "trace": {"path": rep.trace.path,
                                                                 "format": rep.trace.format},
@@ -143,7 +145,8 @@ def _job_context(rep: Report) -> dict[str, Any]:
                       "ranks_text": rank_ranges(f["ranks"])} for f in d["findings"]],
         "below_threshold": rep.below_threshold,
         "steps": {"analysed": len(d["steps"])},
-        "source": {"findings": {}}, "timeline": None,
+        "source": {"findings": {}}, "timeline": drawn.data, "legend": view.legend(drawn.data),
+        "timeline_sub": _timeline_sub(drawn), "timeline_empty": f"No timeline: {drawn.note}.",
         "baseline_ms": d["job"]["median_step_ms"],
         "skipped": rep.skipped_by_reason(),
         "exposed_ms": job.exposed_ns / 1e6,
@@ -158,14 +161,24 @@ def _job_context(rep: Report) -> dict[str, Any]:
     }
 
 
+def _timeline_sub(drawn: JobTimeline) -> str:
+    """The job timeline's heading: which step, and each rank drawn with its step time."""
+    if drawn.data is None:
+        return ""
+    ranks = " and ".join(f"rank {d.rank} ({d.role})" for d in drawn.ranks)
+    return (f"step {drawn.step_index}, the aligned step closest to the median · {ranks}, "
+            "each from its step's start on the host")
+
+
 def render_html(source: Report | Analysis) -> str:
     """The report as one HTML document (a report built with its timeline, or an analysis; a
     job's report as the job page)."""
     env = _environment()
+    script = _asset("timeline.js")
     if isinstance(source, Report) and source.job is not None:
         return env.get_template("job.html.j2").render(
-            **_job_context(source), css=Markup(_asset("report.css") + "\n" + palette.css_rules()))
-    script = _asset("timeline.js")
+            **_job_context(source), css=Markup(_asset("report.css") + "\n" + palette.css_rules()),
+            script=Markup(script), script_hash=_csp_hash(script))
     return env.get_template("report.html.j2").render(
         **_context(as_report(source, timeline=True)),
         css=Markup(_asset("report.css") + "\n" + palette.css_rules()),

@@ -51,6 +51,9 @@ class JobStepRow:
     rank_exposed_ns: tuple[int, ...]
     rank_waiting_ns: tuple[int, ...]
     rank_own_work_ns: tuple[int, ...]
+    # Each rank's step window on its own trace's clock (GPU interval; the host's where the step
+    # ran no GPU work): where the job page's timeline finds the step in the rank's trace.
+    rank_window_ns: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)

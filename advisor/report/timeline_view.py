@@ -86,9 +86,9 @@ class _Lane:
 
 
 class _Builder:
-    def __init__(self, analysis: Analysis, breakdown: StepBreakdown, caps: Caps,
+    def __init__(self, graph: OpGraph, breakdown: StepBreakdown, caps: Caps,
                  pinned: set[str]) -> None:
-        self.graph: OpGraph = analysis.graph
+        self.graph: OpGraph = graph
         self.pinned = pinned
         self.step: Step = breakdown.step
         self.breakdown = breakdown
@@ -392,7 +392,14 @@ def build_timeline(analysis: Analysis, caps: Caps | None = None) -> dict[str, An
     if breakdown is None:
         return None
     pinned = {n for f in analysis.results.findings for n in f.evidence.node_ids}
-    return _Builder(analysis, breakdown, caps or Caps(), pinned).build()
+    return step_timeline(analysis.graph, breakdown, caps, pinned)
+
+
+def step_timeline(graph: OpGraph, breakdown: StepBreakdown, caps: Caps | None = None,
+                  pinned: set[str] | None = None) -> dict[str, Any]:
+    """The timeline data of one step of ``graph`` (the job page draws two ranks' steps with it,
+    `advisor.report.job_timeline`); ``pinned``: event keys always drawn one by one."""
+    return _Builder(graph, breakdown, caps or Caps(), pinned or set()).build()
 
 
 def cited_events(timeline: dict[str, Any] | None, graph: OpGraph, evidence: dict[str, Any]) -> list[str]:

@@ -11,6 +11,7 @@ from advisor.engine.rule import Finding, FixVariant, JobRequirement
 from advisor.job.model import Job
 from advisor.job.rule import JobRule
 from advisor.job.summary import Collective, StepSummary
+from advisor.job.whatif import JobContext, JobEffect
 
 _SHARDED = ("AllGather", "ReduceScatter")
 _BUCKETS = ("DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True, static_graph=True)\n"
@@ -191,7 +192,7 @@ class ExposedCommunication(JobRule):
         "unoverlapped-all-reduce": _HIDDEN,
     }
 
-    def check(self, job: Job) -> Iterable[Finding]:
+    def check(self, job: Job, ctx: JobContext) -> Iterable[Finding]:
         steps = [s.index for s in job.steps]
         per = job.rank_steps
         ranks = job.rank_ids
@@ -208,15 +209,15 @@ class ExposedCommunication(JobRule):
                 # the host's share of the removed bursts: their collectives and DDP's reducer work
                 return per[r][st.index].host_comm_ns * (k - 1) / k
 
-            mech = "accumulation-without-no-sync"
-            est = self.estimate(job, mech, removed, removed, lambda r, st: removed(r, st, True),
-                                [f"{int(k)} micro-batches per step, each all-reducing its "
-                                 "gradients", "the last micro-batch's all-reduce stays as it is"],
-                                floor=(host_removed, host_removed, host_removed))
-            yield self.finding(
-                job, mech, f"all-reduce runs on every one of {int(k)} micro-batches per step: "
-                f"gradient accumulation without no_sync()", est, {"micro_batches": k},
-                params={"micro_batches": int(k)})
+            yield ctx.finding(
+                type(self), f"all-reduce runs on every one of {int(k)} micro-batches per step: "
+                f"gradient accumulation without no_sync()", ctx.evidence({"micro_batches": k}),
+                effects=(JobEffect(removed, host_removed),),
+                high_effects=(JobEffect(lambda r, st: removed(r, st, True), host_removed),),
+                mechanism="accumulation-without-no-sync", params={"micro_batches": int(k)},
+                extra_assumptions=(f"{int(k)} micro-batches per step, each all-reducing its "
+                                   "gradients", "the last micro-batch's all-reduce stays as it is"),
+                ranks=job.rank_ids)
             return
 
         def hideable(r, st, kinds=None):
@@ -240,38 +241,41 @@ class ExposedCommunication(JobRule):
             def unblocked(r, st):
                 s = per[r][st.index]
                 return float(min(s.host_wait_on_comm_ns, s.idle_ns))
-            mech = "blocking-collective"
-            est = self.estimate(job, mech, unblocked, lambda r, st: unblocked(r, st) / 2, unblocked,
-                                ["the host has other work to queue while the collective runs"])
-            yield self.finding(
-                job, mech, "the host waits for collectives to finish (a blocking wait(), .item() "
+            yield ctx.finding(
+                type(self), "the host waits for collectives to finish (a blocking wait(), .item() "
                 "or a synchronize after an all-reduce), so the GPU idles until the host launches "
-                "again", est, {"host_wait_on_comm_ns": host_wait})
+                "again", ctx.evidence({"host_wait_on_comm_ns": host_wait}),
+                effects=(JobEffect(unblocked),),
+                low_effects=(JobEffect(lambda r, st: unblocked(r, st) / 2),),
+                mechanism="blocking-collective",
+                extra_assumptions=("the host has other work to queue while the collective runs",),
+                ranks=job.rank_ids)
 
         if sharded > exposed / 2 and sharded > 0:
-            mech = "fsdp-without-prefetch"
-            est = self.estimate(job, mech, lambda r, st: hideable(r, st, _SHARDED),
-                                lambda r, st: hideable(r, st, _SHARDED) / 2,
-                                lambda r, st: hideable(r, st, _SHARDED),
-                                ["enough compute per layer to cover its gather"])
-            yield self.finding(
-                job, mech, "FSDP's all-gathers/reduce-scatters run exposed: parameters are "
-                "gathered only when the layer needs them", est, {"exposed_sharded_ns": sharded})
+            yield ctx.finding(
+                type(self), "FSDP's all-gathers/reduce-scatters run exposed: parameters are "
+                "gathered only when the layer needs them",
+                ctx.evidence({"exposed_sharded_ns": sharded}),
+                effects=(JobEffect(lambda r, st: hideable(r, st, _SHARDED)),),
+                low_effects=(JobEffect(lambda r, st: hideable(r, st, _SHARDED) / 2),),
+                mechanism="fsdp-without-prefetch",
+                extra_assumptions=("enough compute per layer to cover its gather",),
+                ranks=job.rank_ids)
             return
         if exposed <= 0:
             return
         reduce = statistics.median(
             sum(_transfer(c) for c in per[r][i].collectives if c.kind == "AllReduce")
             for r in ranks for i in steps)
-        assumed = ["the step has compute left to overlap each collective with"]
+        assumed = ("the step has compute left to overlap each collective with",)
+        half = (JobEffect(lambda r, st: hideable(r, st) / 2),)
         if reduce <= exposed / 2:  # all-to-all / send-recv: embeddings, MoE, pipeline stages
-            mech = "exposed-all-to-all"
-            est = self.estimate(job, mech, hideable, lambda r, st: hideable(r, st) / 2, hideable,
-                                assumed)
-            yield self.finding(
-                job, mech, f"{exposed / 1e6:.2f} ms of all-to-all/send-recv per step runs with no "
+            yield ctx.finding(
+                type(self), f"{exposed / 1e6:.2f} ms of all-to-all/send-recv per step runs with no "
                 f"compute beside it ({job_share(job):.0%} of the GPU's kernel time is "
-                "communication)", est, {"exposed_comm_ns": exposed})
+                "communication)", ctx.evidence({"exposed_comm_ns": exposed}),
+                effects=(JobEffect(hideable),), low_effects=half, mechanism="exposed-all-to-all",
+                extra_assumptions=assumed, ranks=job.rank_ids)
             return
         ar = [c for r in ranks for i in steps for c in per[r][i].collectives if c.kind == "AllReduce"]
         per_step = len(ar) / max(1, len(ranks) * len(steps))
@@ -281,11 +285,11 @@ class ExposedCommunication(JobRule):
         # those are bandwidth-bound (0.14 ms each, median, on the H200 2-GPU run at batch 16).
         latency_bound = bool(ar) and per_step >= 8 and LATENCY_SHARE * own <= NCCL_LATENCY_NS
         mech = "latency-bound-all-reduce" if latency_bound else "unoverlapped-all-reduce"
-        est = self.estimate(job, mech, hideable, lambda r, st: hideable(r, st) / 2, hideable,
-                            assumed)
         many = (f" ({per_step:.0f} all-reduces per step of {own / 1e3:.0f} µs on average, a quarter "
                 f"or more of it NCCL's fixed cost)" if latency_bound else "")
-        yield self.finding(
-            job, mech,
+        yield ctx.finding(
+            type(self),
             f"{exposed / 1e6:.2f} ms of communication per step runs with no compute beside it{many}",
-            est, {"exposed_comm_ns": exposed, "allreduce_per_step": per_step})
+            ctx.evidence({"exposed_comm_ns": exposed, "allreduce_per_step": per_step}),
+            effects=(JobEffect(hideable),), low_effects=half, mechanism=mech,
+            extra_assumptions=assumed, ranks=job.rank_ids)

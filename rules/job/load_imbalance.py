@@ -9,6 +9,7 @@ from typing import ClassVar
 from advisor.engine.rule import Finding, FixVariant, JobRequirement, Option
 from advisor.job.model import Job
 from advisor.job.rule import JobRule
+from advisor.job.whatif import JobContext, JobEffect
 
 
 class LoadImbalance(JobRule):
@@ -76,7 +77,7 @@ class LoadImbalance(JobRule):
     model = "job replay: every rank's own work at the mean over ranks"
     assumptions = ("work can be moved between ranks",)
 
-    def check(self, job: Job) -> Iterable[Finding]:
+    def check(self, job: Job, ctx: JobContext) -> Iterable[Finding]:
         if not job.pace or max(job.pace.values()) >= float(self.option("max-pace-share")):
             return  # one dominant rank: that is `straggler-rank`
 
@@ -89,12 +90,13 @@ class LoadImbalance(JobRule):
         def floor(r, st, share=1.0):
             return balanced(r, st, share, "rank_floor_ns")
 
-        est = self.estimate(job, "uneven-work", balanced, lambda r, st: balanced(r, st, 0.5),
-                            balanced, floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
         busy = job.median_by_rank("rank_busy_ns")
         spread = max(busy.values()) - min(busy.values())
         pacers = [r for r, v in job.pace.items() if v >= float(self.option("pacer-share"))]
-        yield self.finding(
-            job, "uneven-work",
+        yield ctx.finding(
+            type(self),
             f"ranks' own work per step spans {spread / 1e6:.2f} ms and the pace passes between ranks "
-            f"{', '.join(map(str, pacers[:8]))}", est, {"busy_spread_ns": spread}, ranks=pacers)
+            f"{', '.join(map(str, pacers[:8]))}", ctx.evidence({"busy_spread_ns": spread}),
+            effects=(JobEffect(balanced, floor),),
+            low_effects=(JobEffect(lambda r, st: balanced(r, st, 0.5), lambda r, st: floor(r, st, 0.5)),),
+            mechanism="uneven-work", ranks=pacers)

@@ -9,6 +9,7 @@ from typing import ClassVar
 from advisor.engine.rule import Finding, FixVariant, JobRequirement, Option
 from advisor.job.model import Job
 from advisor.job.rule import JobRule
+from advisor.job.whatif import JobContext, JobEffect
 
 CAUSES = {
     "input pipeline": "input-pipeline",
@@ -114,7 +115,7 @@ class StragglerRank(JobRule):
              "rank's")
     assumptions = ("the other ranks' work does not change",)
 
-    def check(self, job: Job) -> Iterable[Finding]:
+    def check(self, job: Job, ctx: JobContext) -> Iterable[Finding]:
         s = job.straggler
         if s is None or job.pace.get(s.rank, 0.0) < float(self.option("min-pace-share")) \
                 or s.excess_ns <= 0:
@@ -138,9 +139,6 @@ class StragglerRank(JobRule):
         def floor(r, st, share=1.0):
             return closed(r, st, share, "rank_floor_ns")
 
-        mech = CAUSES[s.cause]
-        est = self.estimate(job, mech, closed, lambda r, st: closed(r, st, 0.5), closed,
-                            floor=(floor, lambda r, st: floor(r, st, 0.5), floor))
         own = [f["rule"] for f in job.rank_findings if s.rank in f["ranks"] and not f["all_ranks"]]
         parts = ", ".join(f"{k} {v / 1e6:+.2f} ms" for k, v in s.spent_on.items())
         message = (f"rank {s.rank} sets the job's pace ({job.pace[s.rank]:.0%} of the critical path): "
@@ -149,4 +147,7 @@ class StragglerRank(JobRule):
                    + (f"; its own trace also shows {', '.join(own)}" if own else ""))
         q = {"straggler_rank": s.rank, "excess_ns": s.excess_ns, "others_waiting_ns": s.others_waiting_ns,
              **{f"spent_{k.split(' ')[0].lower()}_ns": v for k, v in s.spent_on.items()}, **s.evidence}
-        yield self.finding(job, mech, message, est, q, ranks=(s.rank,))
+        yield ctx.finding(type(self), message, ctx.evidence(q), effects=(JobEffect(closed, floor),),
+                          low_effects=(JobEffect(lambda r, st: closed(r, st, 0.5),
+                                                 lambda r, st: floor(r, st, 0.5)),),
+                          mechanism=CAUSES[s.cause], ranks=(s.rank,))

@@ -66,3 +66,29 @@ def test_the_comparison_notices_a_missing_subpackage(wheel, tmp_path):
                 dst.writestr(item, src.read(item))
     missing, _ = compare(cut)
     assert "advisor/ingest/kineto/loader.py" in missing
+
+
+def test_the_wheel_registers_rules_of_both_scopes_in_one_group(wheel):
+    """One entry-point group for rank and job rules (`advisor.engine.registry`): the wheel's
+    metadata names every rule of both scopes under ``advisor.rules`` and has no
+    ``advisor.job_rules`` section (the deprecated group is for third-party plugins only)."""
+    import configparser
+    import zipfile
+
+    from advisor.engine.registry import GROUP, LEGACY_JOB_GROUP
+    from advisor.engine.rule import Scope
+
+    with zipfile.ZipFile(wheel) as z:
+        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        text = z.read(name).decode("utf-8")
+    eps = configparser.ConfigParser(delimiters=("=",))
+    eps.optionxform = str  # type: ignore[assignment,method-assign]  # names are case-sensitive
+    eps.read_string(text)
+    assert LEGACY_JOB_GROUP not in eps.sections()
+    registered = dict(eps[GROUP])
+    for scope, folder in ((Scope.RANK, ROOT / "rules"), (Scope.JOB, ROOT / "rules" / "job")):
+        modules = {p.stem for p in folder.glob("*.py") if p.stem != "__init__"}
+        targets = {v.split(":")[0].rsplit(".", 1)[1] for v in registered.values()
+                   if v.startswith(f"advisor.rules.{'job.' if scope is Scope.JOB else ''}")
+                   and v.count(".") == (3 if scope is Scope.JOB else 2)}
+        assert targets == modules, f"{scope.value} rules registered {targets} against {modules}"

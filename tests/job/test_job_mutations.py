@@ -28,30 +28,38 @@ BAND = 1.35  # tests/job/test_h200x2_traces.py's band on the straggler's estimat
 def _delete_load_imbalance(mp: pytest.MonkeyPatch) -> None:
     import advisor.rules.job.load_imbalance as li
 
-    mp.setattr(li.LoadImbalance, "check", lambda self, job: iter(()))
+    mp.setattr(li.LoadImbalance, "check", lambda self, job, ctx: iter(()))
 
 
 def _halve_saving(module: str, which: str) -> Callable[[pytest.MonkeyPatch], None]:
-    """Halve the mid estimate's saving the module's rule passes to `JobRule.estimate`: ``gpu``
-    the ranks' own GPU-side work, ``host`` their host floors, ``both``."""
+    """Halve the mid estimate's saving the module's rule passes to ``ctx.finding`` (the estimate
+    API, `advisor.engine.estimates`): ``gpu`` the ranks' own GPU-side work, ``host`` their host
+    floors, ``both``."""
     def apply(mp: pytest.MonkeyPatch) -> None:
         import importlib
+        from dataclasses import replace
 
         from advisor.job.rule import JobRule
+        from advisor.job.whatif import JobContext
 
         mod = importlib.import_module(module)
         cls = next(v for v in vars(mod).values() if isinstance(v, type)
                    and issubclass(v, JobRule) and v is not JobRule)
-        orig = cls.estimate
+        orig = JobContext.finding
 
-        def halved(self, job, mechanism, saving, low, high, *args, floor=None, **kw):
-            if which in ("gpu", "both"):
-                saving = (lambda s: lambda r, st: 0.5 * s(r, st))(saving)
-            if which in ("host", "both") and floor is not None:
-                floor = ((lambda s: lambda r, st: 0.5 * s(r, st))(floor[0]), *floor[1:])
-            return orig(self, job, mechanism, saving, low, high, *args, floor=floor, **kw)
+        def half(s):
+            return None if s is None else (lambda r, st: 0.5 * s(r, st))
 
-        mp.setattr(cls, "estimate", halved)
+        def halved(self, rule, message, evidence, effects, *args, **kw):
+            if rule is cls:
+                kw.setdefault("low_effects", effects)  # the variants keep the unmutated saving
+                kw.setdefault("high_effects", effects)
+                effects = tuple(replace(e, gpu=half(e.gpu) if which in ("gpu", "both") else e.gpu,
+                                        host=half(e.host) if which in ("host", "both") else e.host)
+                                for e in effects)
+            return orig(self, rule, message, evidence, effects, *args, **kw)
+
+        mp.setattr(JobContext, "finding", halved)
     return apply
 
 
