@@ -353,5 +353,6 @@ class RuleContext:
             effects=tuple(effects),
             low_effects=tuple(low_effects if low_effects is not None else effects),
             high_effects=tuple(high_effects if high_effects is not None else effects),
+            validation=rule.validation,
         )
 

@@ -99,7 +99,8 @@ class JobRule(RuleSpec):
         return Finding(self.name, self.code, message,
                        Evidence(steps=tuple(s.index for s in job.steps), quantities=dict(quantities)),
                        fix, estimate, self.confidence,
-                       ranks=tuple(job.rank_ids if ranks is None else ranks))
+                       ranks=tuple(job.rank_ids if ranks is None else ranks),
+                       validation=self.validation)
 
 
 def load_job_rules() -> list[type[JobRule]]:
