@@ -6,14 +6,17 @@
 
 Each mutation is a list of textual edits (file, old text, new text) applied to a temporary copy of
 the repository (tracked files; ``fixtures/`` linked, not copied, and ``../shared`` beside it as
-here); then pytest runs, with ``-x``, only the modules that cover the mutated rule, never the
+here). Then pytest runs, with ``-x``, only the modules that cover the mutated rule: never the
 goldens (``tests/golden`` records whatever the code outputs, so a golden that notices proves
-nothing). The copy is imported ahead of the installed (editable) advisor: pytest puts its root
-first on ``sys.path`` (``pythonpath = ["."]``), and ``advisor/rules`` and
-``advisor/report/templates`` are linked to ``rules/`` and ``reports/templates/`` as
-pyproject.toml's ``package-dir`` maps them; the script checks that the mutated module is the one
-imported before it trusts a run. An edit whose old text is no longer in the file is reported as
-stale (the mutation must be rewritten), never silently skipped.
+nothing), nor test_rule_cases' docs-table test, for the same reason (`NOT_GOLDEN`). The same tests
+run on the unmutated copy first (a control): a test that fails there judges nothing.
+
+The copy is imported ahead of the installed (editable) advisor: pytest puts its root first on
+``sys.path`` (``pythonpath = ["."]``), and ``advisor/rules`` and ``advisor/report/templates`` are
+linked to ``rules/`` and ``reports/templates/`` as pyproject.toml's ``package-dir`` maps them; the
+script checks that the mutated module is the one imported before it trusts a run. An edit whose
+old text is no longer in the file is reported as stale (the mutation must be rewritten), never
+silently skipped.
 
 The in-process twin of this check is tests/test_mutations.py and tests/job/test_job_mutations.py
 (monkeypatch, one assertion per mutation); this script applies the edit to the source, as a
@@ -37,6 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
           "--no-header", "-rf"]
 
+NOT_GOLDEN = "not docs_table"
+"""Left out like the goldens: test_rule_cases' docs-table test compares docs/validation.md's
+table with what the code estimates now, so it notices any change, right or wrong."""
 CASES = "tests/test_rule_cases.py"
 PUBLIC = "tests/test_public_gain.py"
 
@@ -109,23 +115,34 @@ MUTATIONS = (
 
 
 def copy_repo(dst: Path) -> None:
-    """The tracked files (with the working tree's edits) into ``dst/repo``; fixtures/ linked (read
-    only, 100 MB), ``dst/shared`` linked to the ``shared`` beside the repository."""
+    """The tracked files (with the working tree's edits) into ``dst/repo``, fixtures/ hard-linked
+    where the file system allows (100 MB; a symlinked folder would not do: tests/archive.py
+    resolves paths and expects them under the checkout), ``dst/shared`` linked to the ``shared``
+    beside the repository."""
     repo = dst / "repo"
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True,
                            text=True).stdout.split("\0")
     for rel in filter(None, files):
-        if rel.startswith("fixtures/") or not (ROOT / rel).is_file():
+        if not (ROOT / rel).is_file():
             continue
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, repo / rel)
-    (repo / "fixtures").symlink_to(ROOT / "fixtures")
+        if rel.startswith("fixtures/"):
+            _link_or_copy(ROOT / rel, repo / rel)
+        else:
+            shutil.copy2(ROOT / rel, repo / rel)
     if (ROOT.parent / "shared").exists():
         (dst / "shared").symlink_to(ROOT.parent / "shared")
     # pyproject.toml's package-dir: advisor.rules is rules/, advisor.report.templates is
     # reports/templates/ (the installed editable finder would map them to the original tree)
     (repo / "advisor" / "rules").symlink_to(Path("..") / "rules")
     (repo / "advisor" / "report" / "templates").symlink_to(Path("..") / ".." / "reports" / "templates")
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copy2(src, dst)
 
 
 def apply(repo: Path, m: Mutation) -> str | None:
@@ -152,30 +169,57 @@ def imported_from_copy(repo: Path, module: str) -> bool:
     return out.returncode == 0 and out.stdout.strip().startswith(str(repo.resolve()))
 
 
+def _deselect(tests: tuple[str, ...]) -> list[str]:
+    """The pytest arguments with `NOT_GOLDEN` added to (or as) the -k expression."""
+    args = list(tests)
+    if "-k" in args:
+        i = args.index("-k") + 1
+        args[i] = f"({args[i]}) and {NOT_GOLDEN}"
+        return args
+    return [*args, "-k", NOT_GOLDEN]
+
+
+def pytest_run(repo: Path, tests: tuple[str, ...], timeout: int) -> tuple[str, list[str], float]:
+    """("failed" / "passed" / why neither, failing test ids, seconds) of one pytest run."""
+    t = time.monotonic()
+    try:
+        p = subprocess.run([*PYTEST, *_deselect(tests)], cwd=repo, capture_output=True, text=True,
+                           timeout=timeout, env={**os.environ, "PYTHONPATH": str(repo)})
+    except subprocess.TimeoutExpired:
+        return f"timeout after {timeout} s", [], time.monotonic() - t
+    dt = time.monotonic() - t
+    failed = re.findall(r"^FAILED (\S+)", p.stdout, re.M)
+    errors = re.findall(r"^ERROR (\S+)", p.stdout, re.M)
+    if failed or errors:
+        return "failed", failed + [f"{e} (error)" for e in errors], dt
+    if p.returncode == 5:
+        return "no tests selected", [], dt
+    if p.returncode != 0:
+        return f"pytest rc {p.returncode}: {p.stdout.strip().splitlines()[-1:]}", [], dt
+    return "passed", [], dt
+
+
+_CONTROL: dict[tuple[str, ...], tuple[str, list[str], float]] = {}
+
+
 def run(repo: Path, m: Mutation, timeout: int) -> tuple[str, list[str], float]:
-    """(outcome, failing test ids, seconds): outcome "caught", "survived", or why neither."""
+    """(outcome, failing test ids, seconds): outcome "caught", "survived", or why neither.
+
+    The same tests run first on the unmutated copy (once per selection): a test that fails there
+    says nothing about the mutation, and the mutation is then reported as not judged."""
+    if m.tests not in _CONTROL:
+        _CONTROL[m.tests] = pytest_run(repo, m.tests, timeout)
+    control, failing, _ = _CONTROL[m.tests]
+    if control != "passed":
+        return f"not judged: unmutated, the tests {control} {', '.join(failing)}", [], 0.0
     reason = apply(repo, m)
     if reason:
         return reason, [], 0.0
     try:
         if not imported_from_copy(repo, m.module):
             return f"not live: {m.module} is not imported from the copy", [], 0.0
-        t = time.monotonic()
-        try:
-            p = subprocess.run([*PYTEST, *m.tests], cwd=repo, capture_output=True, text=True,
-                               timeout=timeout, env={**os.environ, "PYTHONPATH": str(repo)})
-        except subprocess.TimeoutExpired:
-            return f"timeout after {timeout} s", [], time.monotonic() - t
-        dt = time.monotonic() - t
-        failed = re.findall(r"^FAILED (\S+)", p.stdout, re.M)
-        errors = re.findall(r"^ERROR (\S+)", p.stdout, re.M)
-        if failed or errors:
-            return "caught", failed + [f"{e} (error)" for e in errors], dt
-        if p.returncode == 5:
-            return "no tests selected", [], dt
-        if p.returncode != 0:
-            return f"pytest rc {p.returncode}: {p.stdout.strip().splitlines()[-1:]}", [], dt
-        return "survived", [], dt
+        outcome, failing, dt = pytest_run(repo, m.tests, timeout)
+        return {"failed": "caught", "passed": "survived"}.get(outcome, outcome), failing, dt
     finally:
         restore(repo, m)
 
