@@ -7,10 +7,13 @@
 #
 # 12 rules x 2 variants x 3 runs is ~72 processes of 6-15 s: more than one call holds, so the
 # rules come as arguments, in two calls (each < 540 s; HARD cuts it, a skipped run is said):
+# (the two scenarios whose fixed variant compiles, compiler-fusion and fp8-candidate, ~15 s a first
+# process, one in each call; Inductor's cache makes the second and third runs of it cheaper):
 #   run(kind="nvidia-h100-x1", timeout_s=600, command="bash benchmarks/public/wave5_repeats.sh \
-#       compiler-fusion fp8-candidate rng-bound-dropout cpu-bound-loss host-sync loader-jitter")
+#       compiler-fusion cpu-bound-loss host-sync loader-jitter pageable-memcpy unfused-gemm-gelu")
 #   run(kind="nvidia-h100-x1", timeout_s=600, command="bash benchmarks/public/wave5_repeats.sh \
-#       fp32-matmul gemm-shape-alignment pageable-memcpy uncaptured-cuda-graph unfused-attention unfused-gemm-gelu")
+#       fp8-candidate rng-bound-dropout fp32-matmul gemm-shape-alignment uncaptured-cuda-graph unfused-attention")
+# A run the deadline skips is said ("SKIP"); a variant with fewer than 3 runs is shown, not used.
 # Back here, for each call's files: tar -xf <(cat <files_at>/runs.tar.part-*) -C /tmp/rep, then
 #   python benchmarks/public/repeats_table.py /tmp/rep/runs --write fixtures/scenarios-check/repeats.json
 #   python benchmarks/validate_rules.py --set check --markdown   # measured = median of 3 runs
