@@ -17,6 +17,11 @@ fitted on: fused-attention time, FP8 and FP32 GEMM rates, graph launch cost, pro
 overheads) and ``check`` (fixtures/scenarios-check, the same scenarios at other shapes,
 captured afterwards, on which nothing was fitted). The check set's error is the honest one.
 The comparison itself lives in tests/validation_data.py, which the tests use too.
+
+Where a set has ``repeats.json`` (each variant's mean step in >= 3 separate process runs:
+benchmarks/public/wave5_repeats.sh, then benchmarks/public/repeats_table.py), the measured
+speedup is the median over the runs and the table shows the range the runs span; else it is the
+capture's single timing run.
 """
 
 from __future__ import annotations
@@ -58,8 +63,16 @@ def rows_for(set_arg: str, rules: list[str], tmp: Path) -> list[tuple[str, Row]]
     return out
 
 
+def _measured(r: Row) -> str:
+    """The measured speedup with its process runs: ``1.12x`` (one run), or the median over
+    runs with the range they span, ``1.12x (3 runs 1.10-1.15)`` (`repeat_runs`)."""
+    if r.spread is None:
+        return f"{r.measured:.2f}x"
+    return f"{r.measured:.2f}x ({r.runs} runs {r.spread[0]:.2f}-{r.spread[1]:.2f})"
+
+
 def _print_text(rows: list[tuple[str, Row]]) -> None:
-    print(f"{'set':5} {'rule':24} {'trace':7} {'measured':>9} {'estimated':>10} {'range':>13} "
+    print(f"{'set':5} {'rule':24} {'trace':7} {'measured':>24} {'estimated':>10} {'range':>13} "
           f"{'est/meas':>9} {'gain m/e':>11} {'gain err':>8} {'top finding':24} {'good clean':>10}  ok")
     for name, r in rows:
         est = f"{r.estimated:.3f}x" if r.estimated else "-"
@@ -67,7 +80,7 @@ def _print_text(rows: list[tuple[str, Row]]) -> None:
         ratio = f"{r.ratio:.2f}" if r.ratio else "-"
         gains = f"{saving(r.measured):.0%}/{saving(r.estimated):.0%}" if r.estimated else "-"
         err = f"{r.gain_error:+.0%}" if r.gain_error is not None else "-"
-        print(f"{name:5} {r.rule:24} {r.fmt:7} {r.measured:8.3f}x {est:>10} {rng:>13} {ratio:>9} "
+        print(f"{name:5} {r.rule:24} {r.fmt:7} {_measured(r):>24} {est:>10} {rng:>13} {ratio:>9} "
               f"{gains:>11} {err:>8} {(r.top_rule or '-'):24} "
               f"{({None: '-', False: 'yes', True: 'NO'}[r.good_raises]):>10}  {'yes' if r.ok else 'NO'}")
 
@@ -80,8 +93,9 @@ def _print_markdown(rows: list[tuple[str, Row]]) -> None:
     by = {(n, r.rule, r.fmt): r for n, r in rows}
     for name, rule in keys:
         nsys, kin = by.get((name, rule, "nsys")), by.get((name, rule, "kineto"))
-        m = (nsys or kin).measured  # type: ignore[union-attr]
-        print(f"| {name} | {rule} | {m:.2f}x | {saving(m):.1%} | {gain_bound(rule):.0%} | "
+        row = nsys or kin
+        m = row.measured  # type: ignore[union-attr]
+        print(f"| {name} | {rule} | {_measured(row)} | {saving(m):.1%} | {gain_bound(rule):.0%} | "  # type: ignore[arg-type]
               + " | ".join(markdown_cells(nsys) + markdown_cells(kin)) + " |")
 
 

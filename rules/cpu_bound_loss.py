@@ -8,7 +8,16 @@ from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import CaptureGraph, DropOps, RemoveWaits
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Requirement, Rule
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Evidence,
+    Finding,
+    FixVariant,
+    Requirement,
+    Rule,
+    Validation,
+)
 from advisor.graph import api_names
 from advisor.graph.intervals import union_length
 from advisor.graph.kernels import KernelCategory, classify, short_name
@@ -115,6 +124,9 @@ class CpuBoundLoss(Rule):
 
     code = "HOST002"
     name = "cpu-bound-loss"
+    validation = Validation(  # fixtures/scenarios-check
+        {"batch": 8, "anchors": 2048, "d": 768, "ff": 1536, "depth": 24},
+        measured=1.3)
     category = Category.HOST
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
     mechanisms: ClassVar[Mapping[str, str]] = {

@@ -11,7 +11,7 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, SetOpDurations
 from advisor.engine.gpus import lookup, trace_gpu
 from advisor.engine.hardware import MIN_KERNEL_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
 from advisor.graph.chains import find_chains
 from advisor.graph.gemm_shapes import candidate_sizes
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
@@ -118,6 +118,9 @@ class Fp32Matmul(Rule):
 
     code = "PREC001"
     name = "fp32-matmul"
+    validation = Validation(  # fixtures/scenarios-check
+        {"tokens": 8192, "d": 1024, "ff": 4096, "depth": 4},
+        measured=6.75)
     category = Category.PRECISION
     gate_signals = ("fp32-gemms",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

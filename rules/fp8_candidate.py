@@ -11,7 +11,7 @@ from advisor.rules.compiler_fusion import fusion_effects
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import Effect, SetOpDurations
 from advisor.engine.gpus import GpuSpec, trace_gpu
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -99,6 +99,9 @@ class Fp8Candidate(Rule):
 
     code = "PREC002"
     name = "fp8-candidate"
+    validation = Validation(  # fixtures/scenarios-check
+        {"tokens": 16384, "d": 2048, "ff": 8192, "depth": 3},
+        measured=1.2)
     category = Category.PRECISION
     opportunity = True  # BF16 GEMMs are FP8 candidates: a change exposes it
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

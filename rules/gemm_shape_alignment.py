@@ -19,6 +19,7 @@ from advisor.engine.rule import (
     Requirement,
     Rule,
     Status,
+    Validation,
 )
 from advisor.graph.model import OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
@@ -128,6 +129,9 @@ class GemmShapeAlignment(Rule):
 
     code = "KERN005"
     name = "gemm-shape-alignment"
+    validation = Validation(  # fixtures/scenarios-check
+        {"tokens": 4096, "d": 1024, "ff": 4096, "vocab": 32001},
+        measured=1.76)
     category = Category.KERNELS
     status = Status.PREVIEW
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)

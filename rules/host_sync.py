@@ -8,7 +8,16 @@ from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import RemoveWaits
-from advisor.engine.rule import Category, Confidence, Finding, FixVariant, Requirement, Rule, Status
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Finding,
+    FixVariant,
+    Requirement,
+    Rule,
+    Status,
+    Validation,
+)
 from advisor.engine.rule import Evidence as Ev
 from advisor.graph import api_names
 from advisor.graph.kernels import short_name
@@ -70,6 +79,9 @@ class HostSync(Rule):
 
     code = "HOST001"
     name = "host-sync"
+    validation = Validation(  # fixtures/scenarios-check
+        {"batch": 2, "seq": 8192, "d": 1024, "heads": 16, "ff": 1024},
+        measured=1.53)
     category = Category.HOST
     gate_signals = ("sync-calls",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

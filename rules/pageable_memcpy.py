@@ -8,7 +8,17 @@ from typing import ClassVar
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import OverlapOps, RemoveWaits, SetOpDurations
 from advisor.engine.hardware import PINNED_H2D_BYTES_PER_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Requirement, Rule, Status
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Evidence,
+    Finding,
+    FixVariant,
+    Requirement,
+    Rule,
+    Status,
+    Validation,
+)
 from advisor.graph import api_names
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops
@@ -77,6 +87,9 @@ class PageableMemcpy(Rule):
 
     code = "INPT002"
     name = "pageable-memcpy"
+    validation = Validation(  # fixtures/scenarios-check
+        {"tokens": 32768, "d": 512, "ff": 2048},
+        measured=3.36)
     category = Category.INPUT
     gate_signals = ("pageable-copies",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

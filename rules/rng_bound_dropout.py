@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
 from advisor.graph.kernels import KernelCategory, classify_name, short_name
 from advisor.graph.model import GpuOpKind, OpGraph
 from advisor.graph.queries import op_share, per_step, steps_ops
@@ -84,6 +84,9 @@ class RngBoundDropout(Rule):
 
     code = "KERN001"
     name = "rng-bound-dropout"
+    validation = Validation(  # fixtures/scenarios-check
+        {"batch": 4, "seq": 8192, "d": 768, "heads": 12, "ff": 768, "mlp_blocks": 12},
+        measured=1.12)
     category = Category.KERNELS
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
     mechanisms: ClassVar[Mapping[str, str]] = {

@@ -18,6 +18,7 @@ from advisor.engine.rule import (
     Requirement,
     Rule,
     Status,
+    Validation,
 )
 from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS, LONG_HOST_WORK_NS
 from advisor.graph import api_names
@@ -144,6 +145,9 @@ class UncapturedCudaGraph(Rule):
 
     code = "HOST003"
     name = "uncaptured-cuda-graph"
+    validation = Validation(  # fixtures/scenarios-check
+        {"batch": 128, "width": 768, "depth": 24},
+        measured=2.75)
     category = Category.HOST
     gate_signals = ("graph-replays",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

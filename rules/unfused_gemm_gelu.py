@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status
+from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
 from advisor.graph.kernels import KernelCategory, classify, is_gelu, short_name
 from advisor.graph.model import OpGraph
 from advisor.graph.queries import inside, per_step, steps_ops, stream_sequences
@@ -62,6 +62,9 @@ class UnfusedGemmGelu(Rule):
 
     code = "KERN003"
     name = "unfused-gemm-gelu"
+    validation = Validation(  # fixtures/scenarios-check
+        {"seq": 8192, "d": 512, "ff": 4096, "mlp_blocks": 4},
+        measured=1.0)
     category = Category.KERNELS
     gate_signals = ("standalone-gelu",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

@@ -71,6 +71,8 @@ class Row:
     top_rule: str | None
     good_raises: bool | None  # None: the fixed variant was not captured in this format (or not analysed)
     bad_findings: list[str] = field(default_factory=list)
+    runs: int = 1  # process runs per variant behind ``measured`` (`measured_runs`)
+    spread: tuple[float, float] | None = None  # the speedup's range over those runs
 
     @property
     def ratio(self) -> float | None:
@@ -114,10 +116,53 @@ def mean_ms(timing: dict) -> float:
     raise KeyError(f"no mean step time in timing.json (keys: {sorted(timing)})")
 
 
-def measured_speedup(rule_dir: Path) -> float:
-    """Bad mean step over good mean step, both timed without a profiler."""
+REPEATS_FILE = "repeats.json"
+"""Beside a set's scenarios: each variant's mean step in separate process runs,
+``{"rules": {rule: {"bad": [ms, ...], "good": [ms, ...]}}}``, written by
+``benchmarks/public/repeats_table.py`` from ``benchmarks/public/wave5_repeats.sh``'s runs."""
+MIN_RUNS = 3
+"""Process runs per variant a repeated timing needs to replace the capture's single run: the
+docs report 20-60% swings between processes on host-bound steps (issue 35)."""
+
+
+def repeat_runs(rule_dir: Path) -> dict[str, list[float]] | None:
+    """The scenario's per-run mean steps (``bad``, ``good``) when both variants were timed in at
+    least `MIN_RUNS` processes; None: only the capture's own single run."""
     import json
 
+    path = rule_dir.parent / REPEATS_FILE
+    if not path.exists():
+        return None
+    runs = json.loads(path.read_text()).get("rules", {}).get(rule_dir.name)
+    if not runs or any(len(runs.get(v, [])) < MIN_RUNS for v in ("bad", "good")):
+        return None
+    return {v: [float(x) for x in runs[v]] for v in ("bad", "good")}
+
+
+def measured_runs(rule_dir: Path) -> int:
+    """Process runs per variant behind `measured_speedup` (the fewer of the two variants')."""
+    runs = repeat_runs(rule_dir)
+    return 1 if runs is None else min(len(runs["bad"]), len(runs["good"]))
+
+
+def measured_spread(rule_dir: Path) -> tuple[float, float] | None:
+    """The lowest and highest speedup the runs allow (slowest fixed run against fastest bad
+    one, and the reverse); None with a single run."""
+    runs = repeat_runs(rule_dir)
+    if runs is None:
+        return None
+    return min(runs["bad"]) / max(runs["good"]), max(runs["bad"]) / min(runs["good"])
+
+
+def measured_speedup(rule_dir: Path) -> float:
+    """Bad mean step over good mean step, both timed without a profiler: the medians over
+    separate process runs where `repeat_runs` has them, else the capture's one timing run."""
+    import json
+    import statistics
+
+    runs = repeat_runs(rule_dir)
+    if runs is not None:
+        return statistics.median(runs["bad"]) / statistics.median(runs["good"])
     bad = json.loads((rule_dir / "bad" / "timing.json").read_text())
     good = json.loads((rule_dir / "good" / "timing.json").read_text())
     return mean_ms(bad) / mean_ms(good)
@@ -160,6 +205,8 @@ def validate(rule_dir: Path, fmt: str, tmp: Path, good: bool = True) -> Row | No
         top_rule=bad.results.findings[0].rule if bad.results.findings else None,
         good_raises=None if fixed is None else any(f.rule == rule for f in fixed.results.findings),
         bad_findings=[f"{f.rule} {f.estimate.speedup:.2f}x" for f in bad.results.findings],
+        runs=measured_runs(rule_dir),
+        spread=measured_spread(rule_dir),
     )
 
 

@@ -28,10 +28,13 @@ def command(name: str | None, write_docs: str | None) -> int:
 
         out = Path(write_docs)
         out.mkdir(parents=True, exist_ok=True)
-        for r in rules:
+        from advisor.job.rule import load_job_rules
+
+        pages = [*rules, *load_job_rules()]  # job rules get a page too (their validation label)
+        for r in pages:
             (out / f"{r.name}.md").write_text(rule_markdown(r), encoding="utf-8")
         (out.parent / "frameworks.md").write_text(frameworks_markdown(rules), encoding="utf-8")
-        console.print(f"wrote {len(rules)} rule pages to {out} and {out.parent / 'frameworks.md'}")
+        console.print(f"wrote {len(pages)} rule pages to {out} and {out.parent / 'frameworks.md'}")
         readme = out.resolve().parent.parent / "README.md"
         if readme.is_file() and README_BEGIN in readme.read_text(encoding="utf-8"):
             readme.write_text(with_readme_table(readme.read_text(encoding="utf-8"), rules),
@@ -42,6 +45,9 @@ def command(name: str | None, write_docs: str | None) -> int:
         (rule,) = select(rules, [name])
         console.print(f"[bold]{rule.code} {rule.name}[/] ({rule.category.value}, {rule.status.value})")
         console.print(rule.summary())
+        from advisor.engine.rule import validation_text
+
+        console.print(validation_text(rule.validation), style="dim" if rule.validation else "yellow")
         for title, body in rule.documented_sections().items():
             console.print(Markdown(f"### {title}\n\n{body}"))
         if rule.options:

@@ -93,4 +93,5 @@ class EstimateAPI(ABC):
             low_effects=tuple(low_effects if low_effects is not None else effects) if kept else (),
             high_effects=tuple(high_effects if high_effects is not None else effects) if kept else (),
             ranks=tuple(ranks),
+            validation=getattr(rule, "validation", None),
         )

@@ -138,6 +138,39 @@ class Option:
 
 
 @dataclass(frozen=True)
+class Validation:
+    """A rule's out-of-sample check (issue 35): its scenario captured on an H100 at another shape
+    than the captures its constants were fitted on (``fixtures/scenarios-check``), and the fix
+    timed there without a profiler. Declared on the rule, so an installed advisor (which has no
+    fixtures) can say which estimates were checked; `tests/test_validation_record.py` compares
+    each record with the check set's captures (a record without a capture, or a capture without
+    a record, fails), so it cannot drift from the data. A rule without one (``None``) is labelled
+    unvalidated in its docs and findings: its estimate is the model's alone."""
+
+    shape: Mapping[str, object]  # the check capture's scenario entries that differ from the fit one
+    measured: float  # the fix's measured speedup at that shape: bad mean step / good mean step
+    runs: int = 1  # separate process runs per variant behind ``measured`` (median over them)
+
+    def text(self) -> str:
+        """One line for docs and reports: where the estimate was checked and what the fix gave."""
+        shape = ", ".join(f"{k} {v}" for k, v in self.shape.items())
+        runs = f"{self.runs} process run{'s' if self.runs != 1 else ''} per variant"
+        return (f"validated out of sample: the fix measured {self.measured:.2f}x on an H100 at "
+                f"another shape than the model was fitted on ({shape}; {runs}); estimate against "
+                "measurement in docs/validation.md")
+
+
+UNVALIDATED = ("unvalidated: no out-of-sample check (no capture at another shape or model than "
+               "the constants were fitted on, with the fix timed): the estimate is the model's alone")
+"""The label of a finding or rule page whose rule declares no `Validation`."""
+
+
+def validation_text(validation: Validation | None) -> str:
+    """The label a rule's page and findings carry."""
+    return validation.text() if validation is not None else UNVALIDATED
+
+
+@dataclass(frozen=True)
 class Evidence:
     """Where the problem is, in the trace's own terms.
 
@@ -265,6 +298,9 @@ class Finding:
     # A job rule's finding (`Scope.JOB`): the ranks it concerns. () for a rank rule's finding,
     # which is about the one trace it read.
     ranks: tuple[int, ...] = ()
+    # The rule's out-of-sample check (`Validation`); None: unvalidated, and labelled so in every
+    # view (run findings, which no rule declares, are unvalidated too).
+    validation: Validation | None = None
 
 
 @dataclass(frozen=True)
@@ -321,6 +357,8 @@ class RuleSpec(ABC):
     confidence: ClassVar[Confidence] = Confidence.MODELED
     status: ClassVar[Status] = Status.PREVIEW
     since: ClassVar[str] = "0.1.0"
+    # The out-of-sample check behind the estimates (`Validation`); None: labelled unvalidated.
+    validation: ClassVar[Validation | None] = None
     aliases: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: object) -> None:
@@ -352,6 +390,11 @@ class RuleSpec(ABC):
             if opt.problem(opt.default):
                 raise TypeError(f"rule {cls.__qualname__}: option {key!r} default "
                                 f"{opt.default!r} {opt.problem(opt.default)}")
+        if cls.validation is not None and not (isinstance(cls.validation, Validation)
+                                               and cls.validation.shape and cls.validation.runs >= 1
+                                               and cls.validation.measured > 0):
+            raise TypeError(f"rule {cls.__qualname__}: validation must be a Validation with a "
+                            "shape, a measured speedup and at least one run (or None)")
         _check_fixes(cls)
 
     @classmethod

@@ -99,7 +99,8 @@ class JobRule(RuleSpec):
         ctx = JobContext(job)
         return Finding(self.name, self.code, message, ctx.evidence(quantities),
                        ctx.fix(type(self), mechanism, params), estimate, self.confidence,
-                       ranks=tuple(job.rank_ids if ranks is None else ranks))
+                       ranks=tuple(job.rank_ids if ranks is None else ranks),
+                       validation=self.validation)
 
 
 def _legacy_check(rule: JobRule) -> bool:

@@ -39,6 +39,9 @@ def finding_block(console: Console, number: int, f, show_fixes: bool, where: str
         console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): this "
                                          "is the estimate for that step", 10_000), style="yellow"),
                               (0, 0, 0, 3), expand=False))
+    if f.validation is None:  # said beside every unchecked estimate (issue 35)
+        console.print(Padding(Text("unvalidated: this rule's estimate has no out-of-sample check",
+                                   style="yellow"), (0, 0, 0, 3), expand=False))
     console.print(Padding(Text.assemble(("fix: ", "bold"), plain(f.fix.title)), (0, 0, 0, 3), expand=False))
     if show_fixes and f.fix.snippet:
         from rich.syntax import Syntax  # here: it loads pygments, which only --show-fixes uses

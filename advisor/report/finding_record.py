@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.engine.floors import Floor
-from advisor.engine.rule import Finding
+from advisor.engine.rule import Finding, Validation, validation_text
 from advisor.report.model import ReportFinding
 from advisor.report.units import to_ms as _ms
 
@@ -58,7 +58,17 @@ def finding_dict(rf: ReportFinding) -> dict[str, Any]:
         # The step's highest floor after the fix (kernels that stay, host time that stays,
         # the loader's supply): no estimate goes below it.
         "floor": _floor(e.floor, e.floor_binds),
+        # Whether the rule's estimate was checked out of sample (issue 35): an unvalidated
+        # rule's number is the model's alone, and every view says so.
+        "validation": validation_dict(f.validation),
     }
+
+
+def validation_dict(v: Validation | None) -> dict[str, Any]:
+    """The finding's validation label and, when validated, the check it rests on."""
+    check = None if v is None else {"shape": {k: x for k, x in v.shape.items()},
+                                    "measured_speedup": v.measured, "runs": v.runs}
+    return {"validated": v is not None, "label": validation_text(v), "check": check}
 
 
 def _floor(floor: Floor | None, binds: bool = False) -> dict[str, Any] | None:
