@@ -85,6 +85,7 @@ MAX_CALLS = 4000  # a profiled loop's calls at most (trace size)
 STEADY = 0.02  # last-quarter median within 2% of the first quarter's: the clocks held
 
 DEVICE = "cuda"  # --device cpu: a smoke test of the script's own code without a GPU
+_SMI_EXTRA: list[str] = []  # the throttle-reason field nvidia-smi accepted ("" none)
 
 
 def sync() -> None:
@@ -104,16 +105,23 @@ def gpu_state() -> dict | None:
     smi = shutil.which("nvidia-smi")
     if DEVICE != "cuda" or smi is None:
         return None
-    fields = ["clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu",
-              "clocks_throttle_reasons.active"]
-    try:
-        out = subprocess.run([smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
-                              f"--id={torch.cuda.current_device()}"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout.strip().splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
-    return dict(zip(["sm_mhz", "max_sm_mhz", "power_w", "temp_c", "throttle"],
-                    (v.strip() for v in out.split(",")), strict=False))
+    base = ["clocks.sm", "clocks.max.sm", "power.draw", "temperature.gpu"]
+    # the throttle field was renamed (clocks_event_reasons) in newer drivers: each name is
+    # tried, then none, so an unknown field never costs the clocks
+    tries = _SMI_EXTRA or ("clocks_event_reasons.active", "clocks_throttle_reasons.active", "")
+    for extra in tries:
+        fields = base + ([extra] if extra else [])
+        try:
+            out = subprocess.run([smi, f"--query-gpu={','.join(fields)}",
+                                  "--format=csv,noheader,nounits",
+                                  f"--id={torch.cuda.current_device()}"], capture_output=True,
+                                 text=True, timeout=10, check=True).stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError, IndexError):
+            continue
+        _SMI_EXTRA[:] = [extra]  # the field this driver knows, for the next calls
+        return dict(zip(["sm_mhz", "max_sm_mhz", "power_w", "temp_c", "throttle"],
+                        (v.strip() for v in out.split(",")), strict=False))
+    return None
 
 
 def warm(fn, seconds: float) -> None:
