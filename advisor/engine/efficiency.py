@@ -37,8 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from advisor.engine.gpus import GpuSpec, lookup
-from advisor.graph.flops import PRECISION_ITEMSIZE, Work, gemm_work, operator_work
-from advisor.graph.gemm_shapes import candidate_sizes
+from advisor.graph.flops import PRECISION_ITEMSIZE, Work, operator_work
 from advisor.graph.kernels import (
     KernelCategory,
     classify,
@@ -48,6 +47,7 @@ from advisor.graph.kernels import (
     short_name,
 )
 from advisor.graph.model import GpuOp, OpGraph, Step
+from advisor.graph.probe_work import NO_PROBE, ProbeSizes, probe_work
 from advisor.graph.queries import steps_ops
 
 _TENSOR_CORE = re.compile(r"wgmma|gmma|xmma|tensorop|nvjet|hmma|imma|qmma|_h884|h1688|s1688"
@@ -154,12 +154,35 @@ class StepEfficiency:
     tensor_core_share: float | None  # of GEMM time; None without GEMMs
     kernels: tuple[KernelEfficiency, ...]
     reason: str = ""  # why there is no MFU
+    # GEMM/attention kernel time without FLOPs, per step: (category, why, ns), longest first
+    uncovered: tuple[tuple[str, str, float], ...] = ()
 
     @property
     def mfu(self) -> float | None:
         if not (self.peak_tflops and self.step_ns and self.model_flops_per_step):
             return None
         return self.model_flops_per_step / (self.step_ns / 1e9) / (self.peak_tflops * 1e12)
+
+    @property
+    def mfu_lower_bound(self) -> bool | None:
+        """Whether the MFU leaves out GEMM or attention time whose FLOPs are unknown (then it
+        is a lower bound, never topped up by a guess); None without an MFU."""
+        if self.mfu is None:
+            return None
+        return (self.flops_coverage or 0.0) < COVERED
+
+    def mfu_text(self, digits: int = 1, peak: bool = False) -> str:
+        """"MFU 25.7%", or "MFU >= 25.7% (shapes cover 79% of GEMM/attention time)": what every
+        view says of the MFU, so none of them reads a lower bound as the step's figure;
+        ``peak``: name the peak after the figure ("of H100 SXM fp16/bf16 989 TFLOP/s")."""
+        if self.mfu is None:
+            return f"MFU unknown ({self.reason})"
+        of = (f" of {self.gpu} {self.precision} {self.peak_tflops:.0f} TFLOP/s"
+              if peak and self.peak_tflops else "")
+        if not self.mfu_lower_bound:
+            return f"MFU {self.mfu:.{digits}%}{of}"
+        return (f"MFU >= {self.mfu:.{digits}%}{of} (shapes cover "
+                f"{self.flops_coverage or 0:.0%} of GEMM/attention time)")
 
     def furthest_below(self, n: int = 10, min_share: float = 0.005) -> list[KernelEfficiency]:
         """The kernels with the most time lost against their roof (time x (1 - of_roof))."""
@@ -176,6 +199,10 @@ class StepEfficiency:
             "model_flops_per_step": self.model_flops_per_step,
             "mfu": None if mfu is None else round(mfu, 4),
             "flops_coverage": None if self.flops_coverage is None else round(self.flops_coverage, 4),
+            "mfu_lower_bound": self.mfu_lower_bound,
+            "mfu_text": self.mfu_text(),
+            "uncovered": [{"category": c, "reason": why, "ms_per_step": round(ns / 1e6, 4)}
+                          for c, why, ns in self.uncovered],
             "gemm_ms_per_step": round(self.gemm_ns_per_step / 1e6, 4),
             "tensor_core_share": (None if self.tensor_core_share is None
                                   else round(self.tensor_core_share, 4)),
@@ -189,40 +216,54 @@ class StepEfficiency:
 
 
 _COMPUTE = (KernelCategory.GEMM, KernelCategory.ATTENTION)
+COVERED = 0.995
+"""FLOPs known for this share of GEMM/attention time: the MFU is the step's, not a bound."""
 
 
-def _work(graph: OpGraph, op: GpuOp, precision: str) -> tuple[int | None, Work | None]:
+def _unknown_reason(graph: OpGraph, op: GpuOp, work: Work | None) -> str:
+    """Why a GEMM or attention kernel has no FLOPs, in the words a report shows."""
+    if work is not None:
+        return work.reason or "FLOPs unknown"
+    if not graph.probe_gemm_sizes:
+        return "no operator range around its launch"
+    if classify(op) is KernelCategory.ATTENTION:
+        return "no operator range around its launch; the shape probe sizes GEMMs only"
+    return ("the shape probe did not size it (signature not probed, or sizes of different "
+            "work at about its duration)")
+
+
+def _work(graph: OpGraph, op: GpuOp, precision: str,
+          probe: ProbeSizes = NO_PROBE) -> tuple[int | None, Work | None]:
     """The id of the operator instance that launched ``op`` and its work. Without operator
-    ranges (nsys), a GEMM kernel whose signature the shape probe saw with one size
-    (`advisor.graph.gemm_shapes.candidate_sizes`) is its own instance; under an operator range
-    without shapes (nsys ``--pytorch=autograd-nvtx``) the probe's sizes stand for the range's."""
+    ranges (nsys), a GEMM kernel the shape probe sizes (`advisor.graph.probe_work`) is its own instance,
+    with its split-K reduction kernel if it has one; under an operator range without shapes
+    (nsys ``--pytorch=autograd-nvtx``) the probe's sizes stand for the range's."""
     r = launching_op(graph, op)
     shapes = input_shapes(r) if r is not None else None
     if not shapes:
         if classify(op) is KernelCategory.GEMM:
-            sizes = candidate_sizes(graph, op)
-            if len(sizes) == 1:
-                m, k, n = next(iter(sizes))
-                work = gemm_work("aten::mm", ((m, k), (k, n)), PRECISION_ITEMSIZE.get(precision))
-                return (-1 - op.id if r is None else r.id), work
+            work = probe_work(graph, op, PRECISION_ITEMSIZE.get(precision), probe)
+            if work is not None:
+                return (-1 - probe.partners.get(op.id, op.id) if r is None else r.id), work
         if r is None:
             return None, None
     return r.id, operator_work(r, shapes, PRECISION_ITEMSIZE.get(precision))
 
 
-def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp],
-                      spec: GpuSpec | None) -> list[KernelEfficiency]:
+def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp], spec: GpuSpec | None,
+                      probe: ProbeSizes = NO_PROBE) -> list[KernelEfficiency]:
     """Every kernel configuration of ``ops`` with its work and place on the roofline.
 
     An operator that launched several kernels (split-K GEMM and its reduction, attention's
-    backward passes) is one entry: its work is done by all of them together."""
+    backward passes) is one entry: its work is done by all of them together. ``probe``: what
+    an nsys capture's shape probe tells about ``ops``."""
     by_range: dict[int, list[GpuOp]] = defaultdict(list)
     works: dict[int, Work] = {}
     orphans: list[GpuOp] = []
     for op in ops:
         if op.kind.value != "kernel":
             continue
-        rid, work = _work(graph, op, op_precision(graph, op))
+        rid, work = _work(graph, op, op_precision(graph, op), probe)
         if rid is None or work is None:
             orphans.append(op)
             continue
@@ -267,17 +308,21 @@ def step_efficiency(graph: OpGraph, steps: Sequence[Step],
     gpu = graph.info.gpus[0] if graph.info.gpus else None
     spec = lookup(gpu.name, gpu.compute_capability) if gpu else None
     ops = steps_ops(graph, steps)
-    kernels = kernel_efficiency(graph, ops, spec)
+    probe = ProbeSizes.of(graph, steps, ops)
+    kernels = kernel_efficiency(graph, ops, spec, probe)
     n = max(len(steps), 1)
     by_precision: dict[str, float] = defaultdict(float)
     compute_ns = known_ns = 0
     model = 0.0
     seen: set[int] = set()
+    unknown: dict[tuple[str, str], float] = defaultdict(float)
     for op in ops:
         if op.kind.value != "kernel" or classify(op) not in _COMPUTE:
             continue
         compute_ns += op.duration_ns
-        rid, work = _work(graph, op, op_precision(graph, op))
+        rid, work = _work(graph, op, op_precision(graph, op), probe)
+        if rid is None or work is None or work.flops is None:
+            unknown[(classify(op).value, _unknown_reason(graph, op, work))] += op.duration_ns
         if rid is None or work is None:
             continue
         if work.flops is not None:
@@ -300,4 +345,5 @@ def step_efficiency(graph: OpGraph, steps: Sequence[Step],
     return StepEfficiency(
         spec.name if spec else None, spec.bandwidth_gbs if spec else None, len(steps), step_ns,
         model / n, precision, peak, known_ns / compute_ns if compute_ns else None,
-        gemm_ns / n, tc_ns / gemm_ns if gemm_ns else None, tuple(kernels), reason)
+        gemm_ns / n, tc_ns / gemm_ns if gemm_ns else None, tuple(kernels), reason,
+        tuple((c, why, ns / n) for (c, why), ns in sorted(unknown.items(), key=lambda kv: -kv[1])))

@@ -181,13 +181,7 @@ def efficiency_line(rep: Report) -> str:
     e = rep.efficiency
     if e is None or (e.mfu is None and e.tensor_core_share is None):
         return ""
-    parts = []
-    if e.mfu is not None:
-        at_least = "" if (e.flops_coverage or 0) >= 0.995 else ">="
-        parts.append(f"MFU {at_least}{e.mfu:.0%} of {e.gpu} {e.precision} "
-                     f"{e.peak_tflops:.0f} TFLOP/s")
-    else:
-        parts.append(f"MFU unknown ({e.reason})")
+    parts = [e.mfu_text(0, peak=True)]
     if e.tensor_core_share is not None:
         parts.append(f"tensor cores {e.tensor_core_share:.0%} of GEMM time")
     return markup("; ".join(parts), 10_000)

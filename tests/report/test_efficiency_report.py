@@ -79,3 +79,31 @@ def test_html_draws_the_roofline_and_the_table():
     assert len(re.findall(r"<circle", svg.group(0))) == len(to_dict(run(str(NANOGPT)))
                                                            ["efficiency"]["roofline"])
     assert 'id="efficiency"' in html and "aten::_cudnn_attention_backward" in html
+
+
+NSYS_PROBE = ROOT / "fixtures" / "public" / "nanogpt" / "wave4-nsys-flags" / "gpt2-default.sqlite.gz"
+
+
+def test_a_lower_bound_mfu_is_said_so_in_every_view():
+    """`advisor profile --nsys` of nanoGPT: the shape probe sizes every GEMM, not cuDNN's
+    attention, so the MFU counts part of the compute time and each view says so before the
+    figure is read as the step's."""
+    a = run(str(NSYS_PROBE))
+    d = to_dict(a)
+    jsonschema.validate(d, json.loads(SCHEMA_PATH.read_text()))
+    e = d["efficiency"]
+    assert e["mfu_lower_bound"] is True and e["flops_coverage"] < 0.995
+    cover = f"{e['flops_coverage']:.0%}"
+    assert e["mfu_text"] == f"MFU >= {e['mfu']:.1%} (shapes cover {cover} of GEMM/attention time)"
+    assert [u["category"] for u in e["uncovered"]] == ["attention"]
+    line = efficiency_line(build_report(a))
+    assert line.startswith(f"MFU >= {e['mfu']:.0%} of H100 SXM fp16/bf16 989 TFLOP/s (shapes "
+                           f"cover {cover} of GEMM/attention time)"), line
+    html = re.sub(r"\s+", " ", render_html(a))
+    assert f"MFU <b>&ge; {e['mfu']:.1%}</b>" in html
+    assert f"a lower bound, shapes cover {cover} of GEMM and attention time; not counted: " in html
+    # a full count says nothing of the kind
+    full = to_dict(run(str(NANOGPT)))["efficiency"]
+    assert full["mfu_lower_bound"] is False and full["uncovered"] == []
+    html = re.sub(r"\s+", " ", render_html(run(str(NANOGPT))))
+    assert "MFU <b>&ge;" not in html and "a lower bound, shapes cover" not in html
