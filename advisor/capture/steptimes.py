@@ -165,11 +165,14 @@ def burst_cause(kept: Sequence[tuple[int, float]], activity: Mapping[int, Mappin
                 median: float) -> str:
     """What the slow steps did: their data wait against the others', when the session timed
     it. Said only when it explains at least `CAUSE_SHARE` of their excess over the median; the
-    trace's own rules say the rest (a step's host work is not timed per step)."""
-    slow = [(i, ns) for i, ns in kept if ns > SLOW_STEP_RATIO * median]
+    trace's own rules say the rest (a step's host work is not timed per step). Steps the run's
+    structure explains (`structural`) are not bursts: a loader's restart waits for its fresh
+    workers (and an evaluation's batches count as data), which the whole-run accounting names."""
+    steady = [(i, ns) for i, ns in kept if not structural(activity.get(i, {}))]
+    slow = [(i, ns) for i, ns in steady if ns > SLOW_STEP_RATIO * median]
     if not slow or not activity:
         return ""
-    fast = [i for i, ns in kept if ns <= SLOW_STEP_RATIO * median]
+    fast = [i for i, ns in steady if ns <= SLOW_STEP_RATIO * median]
     typical = statistics.median([activity.get(i, {}).get("data", 0) for i in fast] or [0])
     excess = sum(ns - median for _, ns in slow)
     waits = [activity.get(i, {}).get("data", 0) for i, _ in slow]
