@@ -105,3 +105,20 @@ def test_the_same_steps_without_their_structure_are_noise():
     measured = measured_step(StepClock.from_state(state))
     assert measured is not None
     assert noisy_host(measured, 144.47e6) is not None
+
+
+def test_jitter_away_from_a_loader_start_is_still_raised():
+    """The scenario's allocation churn (fixtures/scenarios/loader-jitter/bad) with a loader
+    start said to fall in its first churning step: that step and the next leave the evidence,
+    the churn in the others is still the finding."""
+    graph = load_trace(ROOT / "fixtures" / "scenarios" / "loader-jitter" / "bad" / "trace.json.gz")
+    plain = [f for f in analyze_graph(graph, rule_names=["loader-jitter"]).results.findings
+             if f.rule == "loader-jitter"]
+    assert plain
+    first = plain[0].evidence.steps[0]
+    facts = HostFacts(loader_start_steps=(first,))
+    found = [f for f in analyze_graph(graph, rule_names=["loader-jitter"],
+                                      facts=facts).results.findings if f.rule == "loader-jitter"]
+    assert found and found[0].fix.mechanism == plain[0].fix.mechanism
+    assert first not in found[0].evidence.steps and first + 1 not in found[0].evidence.steps
+    assert set(found[0].evidence.steps) == set(plain[0].evidence.steps) - {first, first + 1}
