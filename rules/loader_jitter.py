@@ -11,6 +11,7 @@ from typing import ClassVar
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import BatchSupply, ScaleHostWork, SetCallDurations
 from advisor.engine.loader_model import LoaderRun, propose
+from advisor.engine.loader_starts import restart_steps
 from advisor.engine.rule import (
     Category,
     Confidence,
@@ -54,6 +55,20 @@ def _outliers(steps: list[Step], mads: float = OUTLIER_MADS) -> list[Step]:
 INPUT_WAIT_MIN_SHARE = 0.05
 """The GPU must idle in the data phase for at least this share of the step before the step
 counts as waiting for its input (the rest is under run-to-run noise)."""
+
+
+MIN_STEADY_STEPS = 3
+"""Steps outside the loader's starts and refills needed to judge the rest: fewer leave no
+median to compare a step with (the window is all epoch boundary; RUN001 reports it)."""
+
+
+def _prefetch_depth(ctx: RuleContext) -> int | None:
+    """The prefetch queue's depth (workers x prefetch_factor) where the session recorded the
+    loader; None: read it from the trace (`advisor.engine.loader_starts.restart_steps`)."""
+    cfg = ctx.facts.loader
+    if cfg is None or not cfg.num_workers:
+        return None
+    return cfg.num_workers * (cfg.prefetch_factor or 2)
 
 
 def _data_host_ns(step: Step) -> int:
@@ -131,6 +146,13 @@ class LoaderJitter(Rule):
     ---------------------
     Periodic work that belongs to the job (checkpointing, evaluation every N steps) also makes
     outliers; it is reported only when allocation calls or a long data phase coincide with it.
+    A DataLoader iterator's start (an epoch, an evaluation pass) is not: the step that starts
+    it (its forks, the new iterator's ``cudaHostAlloc``, the evaluation inside it) and the
+    steps that refill its prefetch queue are left out of the evidence
+    (`advisor.engine.loader_starts`: the session's timed ``__iter__`` or the trace's Python
+    ranges), since ``loader-restarts`` (RUN001) estimates them against the whole run; with
+    too few steps left the rule says nothing (pytorch/examples' ImageNet, 4 workers, a window
+    across an epoch boundary: the settled step was 143 ms at 4, 8 and 15 workers).
 
     References
     ----------
@@ -256,8 +278,16 @@ class LoaderJitter(Rule):
     confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
-        steps = ctx.steps
-        if len(steps) < 5:
+        if len(ctx.steps) < 5:
+            return
+        # A DataLoader iterator's start (an epoch, an evaluation pass) and the refill after it
+        # are the run's structure, which the whole-run accounting owns (RUN001): its forks,
+        # the new iterator's pinned buffers (cudaHostAlloc) and the fresh workers' first
+        # batches are not jitter, and no step-level fix removes them (issue 33).
+        explained = restart_steps(graph, ctx.steps, ctx.facts.loader_start_steps,
+                                  _prefetch_depth(ctx))
+        steps = [s for s in ctx.steps if s.index not in explained]
+        if len(steps) < MIN_STEADY_STEPS:
             return
         allocs = process_calls(graph, steps, lambda c: api_names.is_alloc(c.name)
                                and c.duration_ns >= ALLOC_MIN_NS)
@@ -302,7 +332,7 @@ class LoaderJitter(Rule):
             # together, then the queue runs dry), not reallocations. Allocation churn needs
             # allocation calls; where both are seen, the fix named is the one whose mechanism
             # explains more of the step, and the message names the other.
-            found = list(self._input_bound(graph, ctx, input_wait, data_gpu, quantities,
+            found = list(self._input_bound(graph, ctx, steps, input_wait, data_gpu, quantities,
                                            evidence_steps, kinds, len(slow_data)))
             churn = [fix_allocs, *scale_data]
             if not allocs or found[0].estimate.speedup >= ctx.speedup(churn, "mean"):
@@ -331,16 +361,16 @@ class LoaderJitter(Rule):
                          "outlier data phases become median ones once buffers are reused"),
         )
 
-    def _input_bound(self, graph: OpGraph, ctx: RuleContext, input_wait: float, data_gpu: float,
-                     quantities: dict, evidence_steps: tuple[int, ...],
+    def _input_bound(self, graph: OpGraph, ctx: RuleContext, steps: list[Step], input_wait: float,
+                     data_gpu: float, quantities: dict, evidence_steps: tuple[int, ...],
                      kinds: Counter, bursts: int = 0) -> Iterable[Finding]:
-        """The step waits for its input: which mechanism, and what the host can supply."""
-        steps = ctx.steps
+        """The step waits for its input: which mechanism, and what the host can supply
+        (``steps``: those outside the loader's starts and refills)."""
         workers, how = loader_workers(graph, ctx)
         run = ctx.facts.loader_run
         if workers and run is not None and run.workers == workers and run.steady_steps:
-            yield self._worker_pool(ctx, run, input_wait, data_gpu, quantities, evidence_steps,
-                                    kinds, bursts, how)
+            yield self._worker_pool(ctx, steps, run, input_wait, data_gpu, quantities,
+                                    evidence_steps, kinds, bursts, how)
             return
         cores, assumed = ctx.facts.cores_or_assumed()
         # one core stays with the training thread (it launches the GPU work)
@@ -412,13 +442,13 @@ class LoaderJitter(Rule):
         )
 
 
-    def _worker_pool(self, ctx: RuleContext, run: LoaderRun, input_wait: float, data_gpu: float,
-                     quantities: dict, evidence_steps: tuple[int, ...], kinds: Counter,
+    def _worker_pool(self, ctx: RuleContext, steps: list[Step], run: LoaderRun,
+                     input_wait: float, data_gpu: float, quantities: dict,
+                     evidence_steps: tuple[int, ...], kinds: Counter,
                      bursts: int, how: str) -> Finding:
         """Workers run and the step still waits: the pool's measured rate, start-up cost and
         the host's cores say how many workers the step wants, and whether more make it slower
         (`advisor.engine.loader_model`)."""
-        steps = ctx.steps
         prop = propose(run)
         best, now = prop.best, run.step_ns
         raise_to = best.workers > run.workers and best.step_ns < now / (1 + MIN_GAIN)

@@ -47,6 +47,9 @@ class HostFacts:
     loop_modules: tuple[str, ...] = ()  # packages on the stack of the first optimizer.step()
     # The loader's rates, start-up cost and epochs from the run's step clock (`loader_model`)
     loader_run: LoaderRun | None = None
+    # Steps in which a DataLoader iterator started (its timed ``__iter__``), the recorded
+    # window's included: the run's epoch and evaluation boundaries (`loader_starts`)
+    loader_start_steps: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def cores_or_assumed(self) -> tuple[int, str | None]:
@@ -68,9 +71,11 @@ class HostFacts:
                                loader.get("prefetch_factor"), loader.get("batch_size"))
         batches = cpu_batches = 0
         cpu = wall = 0
+        activity = get("activity", {}) or {}
+        starts = tuple(sorted(int(k) for k, a in activity.items() if a.get("loader_start_calls")))
         # outside the recorded window: the profiler slows the loading thread it traces
         recorded = {int(i) for i in get("recorded", ()) or ()}
-        for key, act in (get("activity", {}) or {}).items():
+        for key, act in activity.items():
             if int(key) in recorded:
                 continue
             if act.get("data_batches"):
@@ -87,4 +92,5 @@ class HostFacts:
             modules=tuple(get("framework_modules", ()) or ()),
             loop_modules=tuple(get("loop_modules", ()) or ()),
             loader_run=observe({k: get(k, None) for k in RUN_KEYS}),
+            loader_start_steps=starts,
         )

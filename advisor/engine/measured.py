@@ -52,7 +52,9 @@ class MeasuredStep:
     burst_cause: str = ""  # what the slow steps of a bursty distribution did, when timed
     noisy: str | None = None  # why this host is too noisy to build estimates on (baseline.py)
     # The spread of the steps less their timed data wait: the variation the job's own input
-    # pipeline does not explain (equal to ``stdev_ns`` when no DataLoader was timed).
+    # pipeline does not explain (equal to ``stdev_ns`` when no DataLoader was timed). Steps the
+    # run's own structure explains (a DataLoader starting, an evaluation, a checkpoint) are
+    # not in it: the whole-run accounting reports them (`advisor.capture.steptimes`).
     unexplained_stdev_ns: float = 0.0
 
     @property
