@@ -214,15 +214,6 @@ def stack_frames(frame: Any) -> list[tuple[CodeType, int]]:
     return out
 
 
-def stack_codes(frame: Any) -> list[CodeType]:
-    """The code objects of a frame and its callers, innermost first (at most `MAX_DEPTH`)."""
-    codes = []
-    while frame is not None and len(codes) < MAX_DEPTH:
-        codes.append(frame.f_code)
-        frame = frame.f_back
-    return codes
-
-
 def _deltas(times: array) -> list[int]:
     """First stamp, then the gaps: a window's samples fit in a few bytes each as text."""
     out: list[int] = []
