@@ -325,7 +325,8 @@ class Fp32Matmul(Rule):
                             "fp32_gemm_ns_per_step": per_step(total, steps),
                             "tf32_gemms_per_step": len(tf32) / n,
                             "tf32_gemm_ns_per_step": per_step(tf32_ns, steps),
-                            "fp32_gemm_share": share,
+                            "fp32_gemm_share": op_share(gemms, steps),
+                            "tf32_gemm_share": op_share(tf32, steps),
                             "fp32_attention_ns_per_step":
                                 per_step(sum(o.duration_ns for o in attention), steps),
                             "fp32_to_16bit_ratio": ratio, "tf32_to_16bit_ratio": tf32_ratio,
