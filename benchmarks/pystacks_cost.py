@@ -115,13 +115,13 @@ def walk_cost() -> list[tuple[int, float]]:
     import threading
     import timeit
 
-    from advisor.capture.pystacks import stack_codes
+    from advisor.capture.pystacks import stack_frames
 
     me = threading.get_ident()
 
-    def one() -> None:
-        codes = stack_codes(sys._current_frames().get(me))
-        tuple(map(id, codes))
+    def one() -> None:  # what `StackSampler._sample` does per sample
+        entries = stack_frames(sys._current_frames().get(me))
+        tuple((id(c), line) for c, line in entries)
 
     def at(depth: int) -> float:
         if depth > 0:

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from advisor.engine.context import RuleContext
-from advisor.engine.effects import DropOps, SetOpDurations
+from advisor.engine.effects import AddDispatches, DropOps, SetOpDurations
 from advisor.engine.gpus import lookup, trace_gpu
 from advisor.engine.hardware import MIN_KERNEL_NS
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
@@ -67,16 +67,40 @@ model upcasts first (``logits.float()``, as HF's causal-LM loss does), FP32 plus
 A chain keeps the time-weighted mean of its kernels, at most all of it. Checked against real bf16
 steps, not fitted: timm ViT-B/16 under bf16 autocast spends 25.7 ms per 128 images in eager
 memory-bound kernels, torchvision's ViT-B/16 in FP32 51.6 ms (Lightning, batch 64, doubled): 0.50."""
+BATCH_NORM = re.compile(r"(?:^|[^a-z])bn_(?:fw|bw)|batch_?norm", re.I)
+"""BatchNorm kernels (cuDNN's ``bn_fw_tr_1C11_*``/``bn_bw_1C11_*``, ATen's ``batch_norm_*``).
+Autocast's FP32 list has layer_norm and group_norm but not batch_norm: cuDNN's batch norm takes
+16-bit activations with FP32 statistics and writes 16 bits, so it keeps what autocast's
+16-bit ops keep (half the bytes), not a normalization's FP32 time and cast."""
 _FP32_ATTENTION = re.compile(r"f32|float(?!16)|fp32", re.I)
+AUXILIARY = re.compile(r"init_device_workspace|reduce_wgrad|splitKreduce|ReduceSplitK"
+                        r"|kern_precompute_indices", re.I)
+"""Kernels cuDNN and cuBLAS run beside a convolution or GEMM that are not one: clearing the
+workspace, precomputing indices, summing split-K partial products. They move FP32 accumulators,
+which stay FP32 under autocast, and have no tensor-core rate to gain: they keep their time
+(measured: Lightning's ViT-B/16 patch embedding, H100, ``ReduceSplitK`` 5 us in FP32 and 6 us
+under bf16-mixed, fixtures/public/lightning-vit-b)."""
+CASTS_PER_GEMM_KERNEL = 2 / 3
+"""Eager operators autocast adds per FP32 GEMM or convolution kernel: a layer's weight runs in
+three kernels a step (forward, data gradient, weight gradient) and autocast casts it to 16 bits
+once in the forward and casts its gradient back once in the backward, two operators, each a
+dispatch and a launch on the host. A lower bound: a bias is cast too, and an input that comes
+from an FP32 op (a LayerNorm) is cast before its GEMM. Measured on the H100 (Lightning ViT-B/16,
+32-true against bf16-mixed, fixtures/public/lightning-vit-b): 832 -> 988 kernels a step, 156 more
+for 165 GEMM and convolution kernels (0.95 each); HF GPT-2 (fixtures/public/hf-gpt2): 319 more
+for 159 (2.0 each, its FP32 softmax and loss add upcasts). The host time they take is what a
+host-bound step gains less: timm's ResNet-50 and Lightning's ViT-B run host-bound in bf16."""
 
 
 class Fp32Matmul(Rule):
-    """Matrix multiplies run in full FP32 without tensor cores (no AMP, TF32 off).
+    """Matrix multiplies run in FP32 without autocast: tensor cores idle, or at half rate in TF32.
 
     What it detects
     ---------------
     GEMM and convolution kernels whose names say FP32 arithmetic on CUDA cores (``sgemm``,
-    ``f32f32_f32``, SIMT CUTLASS kernels) rather than TF32, BF16/FP16 or FP8 tensor-core kernels.
+    ``f32f32_f32f32_f32``, SIMT CUTLASS kernels), and those that multiply FP32 data in TF32
+    (``f32f32_tf32f32_f32``, ``s1688gemm``: cuDNN's convolutions by PyTorch's default), rather
+    than BF16/FP16 or FP8 tensor-core kernels. The mechanism is named by where more of the time is.
 
     Why it is slow
     --------------
@@ -100,11 +124,16 @@ class Fp32Matmul(Rule):
     -------------
     Replay of the analysed steps with what autocast changes: each FP32 GEMM and FP32 attention
     kernel takes its time divided by the trace's GPU's FP32 -> 16-bit tensor-core ratio
-    (`advisor.engine.gpus`: measured on the H100, datasheet elsewhere), never below the shortest
-    kernel time; the eager memory-bound kernels next to them keep what their bytes keep
-    (`AUTOCAST_KEEP`: half for autocast's 16-bit ops, all of it plus a cast for normalizations,
-    which stay FP32). Low bound: TF32 where the GPU has it (else the 16-bit ratio), 16-bit ops
-    reading one FP32 input and softmax behind an upcast; high: every 16-bit op pure 16-bit.
+    (`advisor.engine.gpus`: measured on the H100, datasheet elsewhere), each TF32 one by the
+    TF32 -> 16-bit ratio (2.0 on the H100), never below the shortest kernel time; cuDNN's and
+    cuBLAS's workspace and split-K kernels keep theirs. The eager memory-bound kernels next to
+    them keep what their bytes keep (`AUTOCAST_KEEP`: half for autocast's 16-bit ops and batch
+    norm, all of it plus a cast for layer and group norms, which stay FP32). Autocast's casts
+    (a weight's, and its gradient's in the backward) add host work: `CASTS_PER_GEMM_KERNEL`
+    operators per GEMM/conv kernel at this trace's own host time per operator, which is what a
+    step that turns host-bound in 16 bits gains less. Low bound: TF32 where the GPU has it
+    (else the 16-bit ratio) for the FP32 kernels, 16-bit ops reading one FP32 input and softmax
+    behind an upcast; high: every 16-bit op pure 16-bit.
 
     Known false positives
     ---------------------
@@ -129,8 +158,12 @@ class Fp32Matmul(Rule):
                       "TF32 tensor cores (no autocast, TF32 off: PyTorch's default for matmuls)",
         "fp32-gemms-no-bf16": "GEMMs and convolutions run in FP32 on a GPU whose tensor cores "
                               "take FP16 only (V100, T4: no BF16, no TF32)",
+        "tf32-gemms": "GEMMs and convolutions run in TF32 on tensor cores, at half their 16-bit "
+                      "rate, with FP32 activations around them (no autocast; TF32 on: PyTorch's "
+                      "default for cuDNN convolutions)",
     }
-    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"fp32-gemms": ("bf16", "tf32")}
+    knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"fp32-gemms": ("bf16", "tf32"),
+                                                      "tf32-gemms": ("bf16",)}
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "fp32-gemms",
@@ -168,6 +201,37 @@ class Fp32Matmul(Rule):
             "engine, opt, _, _ = deepspeed.initialize(model=model, config=ds_config, ...)",
             framework="deepspeed", kind="config"),
         FixVariant(
+            "tf32-gemms",
+            "Train with bf16 autocast: TF32 GEMMs and convolutions run at half the bf16 rate",
+            "with torch.autocast(\"cuda\", dtype=torch.bfloat16):\n"
+            "    loss = loss_fn(model(x), y)\n"
+            "loss.backward(); opt.step()\n"
+            "# convolutions: model = model.to(memory_format=torch.channels_last)"),
+        FixVariant(
+            "tf32-gemms",
+            "Train in bf16: TrainingArguments(bf16=True) (TF32 GEMMs run at half the bf16 rate)",
+            "args = TrainingArguments(..., bf16=True)     # --bf16 on the command line",
+            framework="hf-trainer", kind="config"),
+        FixVariant(
+            "tf32-gemms",
+            "Train in bf16: Trainer(precision=\"bf16-mixed\") (TF32 GEMMs run at half the bf16 "
+            "rate)",
+            "trainer = Trainer(..., precision=\"bf16-mixed\")   # --trainer.precision bf16-mixed",
+            framework="lightning", kind="config"),
+        FixVariant(
+            "tf32-gemms",
+            "Train in bf16: Accelerator(mixed_precision=\"bf16\") (TF32 GEMMs run at half the "
+            "bf16 rate)",
+            "accelerator = Accelerator(mixed_precision=\"bf16\")   # or: accelerate launch "
+            "--mixed_precision bf16",
+            framework="accelerate", kind="config"),
+        FixVariant(
+            "tf32-gemms",
+            "Train in bf16: \"bf16\": {\"enabled\": true} in the DeepSpeed config",
+            "ds_config = {..., \"bf16\": {\"enabled\": True}}\n"
+            "engine, opt, _, _ = deepspeed.initialize(model=model, config=ds_config, ...)",
+            framework="deepspeed", kind="config"),
+        FixVariant(
             "fp32-gemms-no-bf16",
             "Train with float16 autocast and a GradScaler (the $gpu has no bf16 or TF32)",
             "scaler = torch.amp.GradScaler(\"cuda\")\n"
@@ -194,61 +258,94 @@ class Fp32Matmul(Rule):
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
         steps = ctx.steps
         ops = [o for o in steps_ops(graph, steps) if o.kind is GpuOpKind.KERNEL]
-        gemms = [o for o in ops if classify(o) in (KernelCategory.GEMM, KernelCategory.CONV)
-                 and op_precision(graph, o) == "fp32"]
-        if not gemms:
+        matmuls = [o for o in ops if classify(o) in (KernelCategory.GEMM, KernelCategory.CONV)
+                   and not AUXILIARY.search(o.name)]
+        precision = {o.id: op_precision(graph, o) for o in matmuls}
+        gemms = [o for o in matmuls if precision[o.id] == "fp32"]
+        tf32 = [o for o in matmuls if precision[o.id] == "tf32"]
+        gpu = trace_gpu(graph, (o.name for o in (gemms + tf32)[:200])) or DEFAULT_GPU
+        if gpu is None or not (gemms or (tf32 and gpu.tf32_to_16bit and gpu.bf16)):
             return
-        gpu = trace_gpu(graph, (o.name for o in gemms[:200])) or DEFAULT_GPU
-        if gpu is None:
-            return
+        if not gpu.tf32_to_16bit:
+            tf32 = []
         attention = [o for o in ops if classify(o) is KernelCategory.ATTENTION
                      and _FP32_ATTENTION.search(o.name)]
         # autocast changes the memory-bound kernels around the FP32 matmuls (a model that already
         # runs in 16 bits with a stray FP32 GEMM keeps its other kernels as they are)
-        fp32_ids = {o.id for o in gemms + attention}
+        fp32_ids = {o.id for o in gemms + tf32 + attention}
         chains = find_chains(graph, steps).next_to(fp32_ids)
         total = sum(o.duration_ns for o in gemms)
-        share = op_share(gemms, steps)
+        tf32_ns = sum(o.duration_ns for o in tf32)
+        share = op_share(gemms + tf32, steps)
         ratio = gpu.fp32_to_16bit
         low_ratio = gpu.fp32_to_tf32 or ratio
-        unaligned, sizes_known = unaligned_gemms(graph, gemms)
+        tf32_ratio = gpu.tf32_to_16bit or 1.0
+        unaligned, sizes_known = unaligned_gemms(graph, gemms + tf32)
         simt = min(gpu.half_simt_ratio, ratio)
+        in_tf32 = {o.id for o in tf32}
+        launches = tuple(sorted({c.id for o in gemms + tf32
+                                 if (c := graph.launcher(o)) is not None}))
 
         def effects(factor: float, bound: int) -> list:
+            def speedup(o: GpuOp) -> float:
+                f = tf32_ratio if o.id in in_tf32 else factor
+                return min(f, simt) if o.id in unaligned else f
             return [SetOpDurations(tuple(
-                (o.id, max(min(o.duration_ns, MIN_KERNEL_NS),
-                           int(o.duration_ns / (min(factor, simt) if o.id in unaligned
-                                                else factor))))
-                for o in gemms + attention)),
-                *autocast_memory_effects(chains, bound)]
-        unaligned_ns = sum(o.duration_ns for o in gemms if o.id in unaligned)
+                (o.id, max(min(o.duration_ns, MIN_KERNEL_NS), int(o.duration_ns / speedup(o))))
+                for o in gemms + tf32 + attention)),
+                *autocast_memory_effects(chains, bound),
+                *([AddDispatches(launches, CASTS_PER_GEMM_KERNEL)] if launches else [])]
+        unaligned_ns = sum(o.duration_ns for o in gemms + tf32 if o.id in unaligned)
 
-        names = Counter(short_name(o.name) for o in gemms)
+        names = Counter(short_name(o.name) for o in gemms + tf32)
         half = gpu.half_dtype
+        n = len(steps)
+        parts = []
+        if gemms:
+            parts.append(f"{len(gemms) / n:.0f} FP32 GEMM/conv kernels per step without tensor "
+                         f"cores take {per_step(total, steps) / 1e6:.2f} ms")
+        if tf32:
+            parts.append(f"{len(tf32) / n:.0f} in TF32 (half the {half} tensor-core rate) take "
+                         f"{per_step(tf32_ns, steps) / 1e6:.2f} ms")
+        # named by where most of the time is: cuDNN runs a few FP32 convolutions among TF32 ones
+        fp32_first = total >= tf32_ns
+        mechanism = ("fp32-gemms" if gpu.bf16 else "fp32-gemms-no-bf16") if fp32_first \
+            else "tf32-gemms"
+        rates = []
+        if gemms:
+            rates.append(f"a {half} GEMM is {ratio:.1f}x faster than FP32 on the {gpu.name}")
+        if tf32:
+            rates.append(f"a {half} GEMM or convolution is {tf32_ratio:.1f}x faster than TF32 on "
+                         f"the {gpu.name}; cuDNN's workspace and split-K kernels keep their time")
         yield ctx.finding(
             type(self),
-            message=(f"{len(gemms) / len(steps):.0f} FP32 GEMM/conv kernels per step without tensor "
-                     f"cores take {per_step(total, steps) / 1e6:.2f} ms ({share:.0%} of the step) on "
-                     f"the {gpu.name}"),
+            message=f"{'; '.join(parts)} ({share:.0%} of the step) on the {gpu.name}",
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 kernels=tuple(k for k, _ in names.most_common(5)),
-                node_ids=tuple(f"gpu:{o.id}" for o in gemms[:50]),
-                quantities={"fp32_gemms_per_step": len(gemms) / len(steps),
-                            "fp32_gemm_ns_per_step": per_step(total, steps), "fp32_gemm_share": share,
+                node_ids=tuple(f"gpu:{o.id}" for o in (gemms + tf32)[:50]),
+                quantities={"fp32_gemms_per_step": len(gemms) / n,
+                            "fp32_gemm_ns_per_step": per_step(total, steps),
+                            "tf32_gemms_per_step": len(tf32) / n,
+                            "tf32_gemm_ns_per_step": per_step(tf32_ns, steps),
+                            "fp32_gemm_share": op_share(gemms, steps),
+                            "tf32_gemm_share": op_share(tf32, steps),
                             "fp32_attention_ns_per_step":
                                 per_step(sum(o.duration_ns for o in attention), steps),
-                            "fp32_to_16bit_ratio": ratio,
-                            "unaligned_gemm_ns_per_step": per_step(unaligned_ns, steps)},
+                            "fp32_to_16bit_ratio": ratio, "tf32_to_16bit_ratio": tf32_ratio,
+                            "unaligned_gemm_ns_per_step": per_step(unaligned_ns, steps),
+                            "autocast_casts_per_step":
+                                CASTS_PER_GEMM_KERNEL * len(launches) / n},
             ),
-            mechanism="fp32-gemms" if gpu.bf16 else "fp32-gemms-no-bf16",
+            mechanism=mechanism,
             params={"gpu": gpu.name},
             effects=effects(ratio, 0),
             low_effects=effects(low_ratio, 1),
             high_effects=effects(ratio, 2),
-            model=(f"replay with FP32 GEMMs and attention at the {gpu.name}'s {half} tensor-core rate "
-                   "and the memory-bound kernels as autocast leaves them"),
-            assumptions=(f"a {half} GEMM is {ratio:.1f}x faster than FP32 on the {gpu.name}",
+            model=(f"replay with FP32 and TF32 GEMMs and attention at the {gpu.name}'s {half} "
+                   "tensor-core rate, the memory-bound kernels as autocast leaves them and "
+                   "autocast's casts on the host"),
+            assumptions=(*rates,
                          (f"GEMMs with a size that is not a multiple of {TENSOR_CORE_MULTIPLE} "
                           f"({per_step(unaligned_ns, steps) / 1e6:.2f} ms per step here) run on "
                           f"low-alignment kernels: {simt:.1f}x" if sizes_known else
@@ -257,7 +354,10 @@ class Fp32Matmul(Rule):
                           f"{TENSOR_CORE_MULTIPLE}); one that is not gains {simt:.1f}x, not "
                           f"{ratio:.1f}x"),
                          "memory-bound kernels move 16-bit data under autocast (half the bytes) "
-                         "except normalizations and softmax, which stay FP32 and add casts",
+                         "except layer and group norms and softmax, which stay FP32 and add casts",
+                         f"autocast adds {CASTS_PER_GEMM_KERNEL:.2f} cast operators per GEMM/conv "
+                         "kernel on the host (a weight's cast and its gradient's), each taking "
+                         "this trace's host time per operator",
                          "compiler-fusion, where raised, fuses the same kernels: replayed together"),
             confidence=Confidence.MODELED,
         )
@@ -269,8 +369,17 @@ def chain_keep(chain: Sequence[GpuOp], bound: int = 0) -> float:
     total = sum(o.duration_ns for o in chain)
     if total <= 0:
         return 1.0
-    kept = sum(o.duration_ns * AUTOCAST_KEEP.get(classify(o), (1.0, 1.0, 1.0))[bound] for o in chain)
+    kept = sum(o.duration_ns * autocast_keep(o)[bound] for o in chain)
     return min(1.0, kept / total)
+
+
+def autocast_keep(op: GpuOp) -> tuple[float, float, float]:
+    """`AUTOCAST_KEEP` of one kernel; a batch norm keeps what the 16-bit ops keep
+    (`BATCH_NORM`)."""
+    cat = classify(op)
+    if cat is KernelCategory.NORM and BATCH_NORM.search(op.name):
+        cat = KernelCategory.ELEMENTWISE
+    return AUTOCAST_KEEP.get(cat, (1.0, 1.0, 1.0))
 
 
 def autocast_memory_effects(chains: Iterable[Sequence[GpuOp]], bound: int = 0) -> list[DropOps]:

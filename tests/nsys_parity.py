@@ -176,8 +176,8 @@ DOCUMENTED: dict[str, str] = {
         "floor (FP8 adds nothing there, under the rule's 1.02 minimum), nsys's stays GPU-bound "
         f"(FP8 1.04x over it); unfused-gemm-gelu {_THRESHOLD} (1.038x and 1.015x)"),
     "public/hf-gpt2": (
-        "fp32-matmul: after the fix the HF Trainer step is host-bound under nsys's replay (84.5 "
-        "ms, host floor 72.5 ms) and GPU-bound under torch.profiler's (60.7 ms): the host time "
+        "fp32-matmul: after the fix the HF Trainer step is host-bound under nsys's replay (85.4 "
+        "ms, host floor 75.0 ms) and GPU-bound under torch.profiler's (60.8 ms): the host time "
         "each keeps once its own profiler's cost is out differs; measured bf16 step 78.3 ms "
         "(2.50x), the nsys estimate is the right one"),
     "public/lightning-vit-b": (
@@ -186,8 +186,8 @@ DOCUMENTED: dict[str, str] = {
         "(Optimizer.step#, 99.5 of 193 ms) spans the closure and compiler-fusion leaves the "
         "optimizer's kernels out, while the nsys capture's phase ranges mark the backward "
         "inside it. fp32-matmul: both replays are host-bound after the fix, at the host time "
-        "each keeps once its own profiler's cost is out (61.5 ms nsys, 77.7 ms torch.profiler; "
-        "measured bf16-mixed 66.3 ms, 2.77x)"),
+        "each keeps once its own profiler's cost is out (65.1 ms nsys, 81.6 ms torch.profiler, "
+        "autocast's casts included; measured bf16-mixed 66.3 ms, 2.77x)"),
     "public/loader-imagenet": (
         "loader-jitter: two runs of a -j 0 loader whose step is mostly the training thread's "
         "batch decoding (822 and 702 ms per step); torch.profiler's estimate is held at the "

@@ -70,7 +70,7 @@ class StackSampler:
         self.max_samples = max_samples
         self.times = array("q")  # perf_counter_ns of each sample
         self.ids = array("i")  # index into `stacks` of each sample
-        self.stacks: list[tuple[CodeType, ...]] = []  # outermost frame first
+        self.stacks: list[tuple[tuple[CodeType, int], ...]] = []  # (code, line), outermost first
         self.lost = 0  # samples not kept (MAX_STACKS reached)
         self.truncated = False
         self.target: int | None = None  # threading ident of the sampled thread
@@ -136,9 +136,10 @@ class StackSampler:
             t = clock()
             if frame is None:  # the thread has ended
                 return
-            codes = stack_codes(frame)
+            entries = stack_frames(frame)
             del frame
-            key = tuple(map(id, codes))  # ids are stable: `stacks` holds the code objects
+            # ids are stable: `stacks` holds the code objects
+            key = tuple((id(c), line) for c, line in entries)
             sid = index.get(key)
             if sid is None:
                 if len(stacks) >= MAX_STACKS:
@@ -146,8 +147,8 @@ class StackSampler:
                     sid = -1
                 else:
                     sid = index[key] = len(stacks)
-                    codes.reverse()
-                    stacks.append(tuple(codes))
+                    entries.reverse()
+                    stacks.append(tuple(entries))
             if sid >= 0:
                 times.append(t)
                 ids.append(sid)
@@ -164,15 +165,15 @@ class StackSampler:
         """The samples as `advisor.ingest.pystacks` reads them; frames named as torch.profiler
         names its ``python_function`` events (`frame_of`)."""
         frames: list[list[Any]] = []
-        frame_ids: dict[int, int] = {}
+        frame_ids: dict[tuple[int, int], int] = {}
         stacks: list[list[int]] = []
-        for codes in self.stacks:
+        for entries in self.stacks:
             row = []
-            for code in codes:
-                k = frame_ids.get(id(code))
+            for code, line in entries:
+                k = frame_ids.get((id(code), line))
                 if k is None:
-                    k = frame_ids[id(code)] = len(frames)
-                    frames.append(list(frame_of(code)))
+                    k = frame_ids[(id(code), line)] = len(frames)
+                    frames.append(list(frame_of(code, line)))
                 row.append(k)
             stacks.append(row)
         return {
@@ -193,13 +194,24 @@ class StackSampler:
         replace_file(path, gzip.compress(text.encode(), compresslevel=6, mtime=0))
 
 
-def stack_codes(frame: Any) -> list[CodeType]:
-    """The code objects of a frame and its callers, innermost first (at most `MAX_DEPTH`)."""
-    codes = []
-    while frame is not None and len(codes) < MAX_DEPTH:
-        codes.append(frame.f_code)
+MODULE_CODE = "<module>"
+"""The code object of a file's top level. Its frames are keyed by the line they are running
+(`stack_frames`): a script's training loop written at module level is one frame for its whole
+run, started at line 1, so a C call it makes straight from that level (``loss.item()``,
+``time.sleep``), which no Python frame below it shows, would be named only ``train.py
+<module>``; the line is what names it, as torch.profiler names it by the built-in's range."""
+
+
+def stack_frames(frame: Any) -> list[tuple[CodeType, int]]:
+    """(code, line) of a frame and its callers, innermost first (at most `MAX_DEPTH`): line 0
+    for a function (its first line names it), the running line for module-level code
+    (`MODULE_CODE`)."""
+    out = []
+    while frame is not None and len(out) < MAX_DEPTH:
+        code = frame.f_code
+        out.append((code, (frame.f_lineno or 0) if code.co_name == MODULE_CODE else 0))
         frame = frame.f_back
-    return codes
+    return out
 
 
 def _deltas(times: array) -> list[int]:
@@ -224,10 +236,11 @@ def _roots() -> list[str]:
     return _ROOTS
 
 
-def frame_of(code: CodeType) -> tuple[str, int, str]:
+def frame_of(code: CodeType, line: int = 0) -> tuple[str, int, str]:
     """(file, first line, function) as torch.profiler names a Python frame: the file relative
     to the longest ``sys.path`` entry it lies under (``train.py``, ``torch/nn/modules/module.py``),
-    the line the function starts at, ``co_name``."""
+    the line the function starts at (``line`` instead where given: module-level code's running
+    line, `stack_frames`), ``co_name``."""
     file = code.co_filename
     if file and not file.startswith("<"):
         with contextlib.suppress(ValueError):
@@ -236,4 +249,4 @@ def frame_of(code: CodeType) -> tuple[str, int, str]:
                 if full.startswith(root):
                     file = full[len(root):]
                     break
-    return file, code.co_firstlineno, code.co_name
+    return file, line or code.co_firstlineno, code.co_name

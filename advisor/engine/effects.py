@@ -67,6 +67,18 @@ class SetCallDurations(Effect):
 
 
 @dataclass(frozen=True)
+class AddDispatches(Effect):
+    """Each call gets ``per_call`` more eager operators before it, each taking the trace's own
+    host time per operator (autocast's casts of FP32 weights and of their gradients)."""
+
+    call_ids: tuple[int, ...]
+    per_call: float
+
+    def apply(self, sim: Simulation) -> None:
+        sim.add_dispatches(self.call_ids, self.per_call)
+
+
+@dataclass(frozen=True)
 class ScaleHostWork(Effect):
     """Host work between calls inside the intervals takes ``factor`` of its time."""
 
@@ -131,8 +143,8 @@ class BatchSupply(Effect):
 
 # Kernel-level changes first, graph capture last: capture collapses whatever launches remain.
 ORDER: list[type[Effect]] = [
-    DropOps, SetOpDurations, RemoveWaits, SetCallDurations, ScaleHostWork, OverlapOps, CaptureGraph,
-    BatchSupply,
+    DropOps, SetOpDurations, RemoveWaits, SetCallDurations, ScaleHostWork, AddDispatches,
+    OverlapOps, CaptureGraph, BatchSupply,
 ]
 
 

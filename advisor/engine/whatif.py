@@ -276,6 +276,19 @@ class Simulation(SimulationBuild):
                 n.dur = max(0, int(ns))
                 n.wait_op = None
 
+    def add_dispatches(self, call_ids: Iterable[int], per_call: float) -> None:
+        """Host work of ``per_call`` more eager operators before each call (a launch): per
+        operator the trace's median dispatch (`dispatch_ns`) and the median time of these
+        launch calls (a call's own time can hold a wait: a full launch queue, lazy loading)."""
+        found = [i for i in (self.node_of_call.get(c) for c in call_ids) if i is not None]
+        if not found:
+            return
+        launch = statistics.median(self.nodes[i].dur for i in found)
+        extra = int(per_call * (self.dispatch_ns + launch))
+        for i in found:
+            n = self.nodes.edit(i)
+            n.gap = n.gap + extra
+
     def scale_host_gaps(self, intervals: Iterable[tuple[int, int]], factor: float) -> None:
         """Host work inside the intervals (between calls) takes ``factor`` of its time.
 

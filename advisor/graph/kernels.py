@@ -184,7 +184,12 @@ _NVJET_TYPES = re.compile(r"nvjet_(?:sm\d+_)?([a-z]{3,6})_")
 """cuBLAS's nvjet kernels name their operand types in one token (``nvjet_sm90_tst_...``,
 ``nvjet_hsh_...``): q/r are FP8 (e4m3/e5m2), t/h are BF16/FP16, s is FP32 (scales, accumulators
 and outputs), d FP64. The first two letters are the A and B operands."""
-_XMMA_AB = re.compile(r"xmma_[a-z_]*?gemm_(?:indexed_)?([a-z0-9]+)_", re.I)
+_XMMA_AB = re.compile(r"xmma_[a-z_]*?gemm_(?:indexed_)?([a-z0-9]+)_([a-z0-9]+)_", re.I)
+"""cuBLAS/cuDNN xmma kernels name three type fields: the operands as stored, the operands as the
+MMA reads them (and its accumulator), the output. ``f32f32_tf32f32_f32`` stores FP32 and
+multiplies in TF32 on tensor cores (cuDNN's convolutions under PyTorch's default
+``cudnn.allow_tf32 = True``, cuBLAS's with ``matmul.allow_tf32``); ``f32f32_f32f32_f32`` is
+FP32 on CUDA cores (``ffma`` in the name)."""
 _TENSILE = re.compile(r"^Cijk_[A-Za-z]+_[A-Za-z]+_([A-Z0-9]+?)(?:_|$)")
 """AMD Tensile/hipBLASLt: ``Cijk_Ailk_Bljk_<types>_...``; the first letter is the input type
 (S FP32, D FP64, H FP16, B BF16, F8/B8 FP8, I8 int8), a trailing ``B`` is "uses beta"."""
@@ -245,6 +250,8 @@ def _structured(name: str) -> str | None:
     m = _XMMA_AB.search(name)
     if m:
         got = _typed_token(m.group(1))
+        if got == "fp32" and _typed_token(m.group(2)) == "tf32":
+            return "tf32"  # stored FP32, multiplied in TF32
         if got:
             return got
     m = _TENSILE.search(name)

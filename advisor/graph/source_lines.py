@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from advisor.graph.frames import Frame, call_label, is_own_frame, is_user_file, parse
-from advisor.graph.model import CpuRange, OpGraph, RangeSource, Step
+from advisor.graph.model import SAMPLED, CpuRange, OpGraph, RangeSource, Step
 from advisor.graph.op_names import EVALUATE_FUNCTION as OP_EVALUATE_FUNCTION
 from advisor.graph.step_breakdown import idle_segments
 
@@ -164,7 +164,9 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int,
 
     A frame the profiler found already running when it started (the training loop itself) is
     named with the line it was executing then, not the line it starts at: its line is dropped
-    (0) so the same function is one key whatever line the window caught it on. ``origin``
+    (0) so the same function is one key whatever line the window caught it on. Frames advisor
+    sampled (`advisor.ingest.pystacks`) keep theirs: a function's is its first line, and
+    module-level code's the line it ran, which is what names it. ``origin``
     names a backward operator's forward code (`Timelines`); everything inside it is its.
     """
     order = sorted(ranges, key=lambda r: (r.start_ns, -r.end_ns))
@@ -213,7 +215,7 @@ def _sweep(ranges: Sequence[CpuRange], window_start: int,
             w = made.get(key)
             if w is None:
                 frame = _user_frame(r.name)
-                if r.start_ns <= window_start:
+                if r.start_ns <= window_start and r.domain != SAMPLED:
                     frame = Frame(frame.file, 0, frame.function)
                 w = Where((*parent_where.path, UserCall(frame, parent_user)), "")
                 w = made[key] = interned.setdefault(w, w)

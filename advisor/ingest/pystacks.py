@@ -156,8 +156,14 @@ def sample_ranges(samples: Samples, to_export, pid: int, tid: int, first_id: int
     prev: int | None = None
 
     def close(upto: int, keep: int) -> None:
-        while len(opened) > keep:
-            k, start = opened.pop()
+        # Outer frames first: frames seen in the same samples (``runpy._run_code`` and the
+        # script's ``<module>`` it runs) start and end together, and the graph orders its
+        # ranges by (start, -end), keeping the given order on ties. Appended inner first, the
+        # script's ``<module>`` became the parent of runpy's frames and every line of the
+        # training loop read ``train.py <module> -> _run_code``.
+        gone = opened[keep:]
+        del opened[keep:]
+        for k, start in gone:
             if upto > start:
                 out.append(CpuRange(first_id + len(out), names[k], start, upto, pid, tid,
                                     RangeSource.PYTHON, domain=SAMPLED))

@@ -59,7 +59,7 @@ def test_sampler_records_the_training_threads_stacks(tmp_path):
     assert not any(t.name == "advisor-pystacks" for t in threading.enumerate())
     assert len(s.times) >= 10  # 20 steps of >= 2 ms at 1 kHz, on a loaded machine
     assert list(s.times) == sorted(s.times)
-    named = {frame_of(c)[2] for st in s.stacks for c in st}
+    named = {frame_of(c, line)[2] for st in s.stacks for c, line in st}
     assert {"train_step", "get_batch", "test_sampler_records_the_training_threads_stacks"} <= named
     here = frame_of(train_step.__code__)
     assert here[1] == train_step.__code__.co_firstlineno  # the line a function starts at

@@ -240,7 +240,7 @@ def test_rules_declare_their_knobs():
     from advisor.engine.registry import load_rules
 
     declared = {r.name: dict(r.knobs) for r in load_rules() if r.knobs}
-    assert declared["fp32-matmul"] == {"fp32-gemms": ("bf16", "tf32")}
+    assert declared["fp32-matmul"] == {"fp32-gemms": ("bf16", "tf32"), "tf32-gemms": ("bf16",)}
     assert declared["uncaptured-cuda-graph"]["launch-bound"] == ("compile:mode=reduce-overhead",)
     assert "host-sync" not in declared and "cpu-bound-loss" not in declared  # code changes
     from advisor.engine.rule import Category, FixVariant, Rule

@@ -38,6 +38,8 @@ B200 = "tracelens/b200/eager_trace.json.gz"
 FP8_GOOD = "fixtures:scenarios/fp8-candidate/good/nsys.sqlite.gz"
 SYNC_BAD = "fixtures:scenarios/host-sync/bad/nsys.sqlite.gz"
 LOSS_BAD = "fixtures:scenarios/cpu-bound-loss/bad/nsys.sqlite.gz"
+TIMM_R18 = "fixtures:source-lines/traces/timm/trace_rank0.json.gz"  # H100, FP32, cuDNN's TF32
+LIGHTNING = "fixtures:public/lightning-vit-b/trace.json.gz"  # H100, FP32, TF32 off for matmuls
 
 G, CV, AT = K.GEMM, K.CONV, K.ATTENTION
 HALF = "fp16/bf16"
@@ -87,6 +89,11 @@ REAL = [
     (FP8_GOOD, "triton_red_fused_abs_amax_0", K.REDUCTION, None),
     (SYNC_BAD, "cudnn_generated_fort_native_sdpa_sm90_flash_fprop", AT, HALF),
     (LOSS_BAD, "cutlass_80_tensorop_s16816gemm_bf16_64x64_32x6_nt", G, HALF),
+    # xmma names stored, multiplied and output types: FP32 stored, TF32 on tensor cores
+    (TIMM_R18, "sm90_xmma_wgrad_indexed_implicit_gemm_f32f32_tf32f32_f32", CV, "tf32"),
+    (TIMM_R18, "sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32", CV, "tf32"),
+    (LIGHTNING, "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8_stage3_warpsize1x4x1_ffma",
+     G, "fp32"),
 ]
 
 PUBLIC = [

@@ -243,3 +243,108 @@ def test_advisor_analyze_shows_source_lines_of_the_export_and_its_folder(paired,
         assert src["stacks"] is True and src["python_frames"] > 0
         assert any(row["function"] == "wait_for_gpu" for row in src["host"])
         assert "line of your script" in done.stdout
+
+
+# A training loop written at the script's top level, run the way `advisor profile` runs a
+# script (`advisor.capture.script.run`: runpy, as ``__main__``) and paced to the H100 export's
+# steps like `paired`; the wait for the GPU is a C call made straight from module level.
+MODULE_LOOP = '''\
+import json
+import os
+import time
+
+import torch
+
+steps = json.loads(os.environ["STEPS"])
+model = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(4)])
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+
+def get_batch():
+    return torch.randn(8, 32), torch.randn(8, 32)
+
+
+torch.nn.functional.mse_loss(model(get_batch()[0]), get_batch()[1]).backward()
+opt.step()  # warm-up: the first step imports what it needs
+t0 = time.perf_counter_ns() + 5_000_000
+with open(os.environ["T0_FILE"], "w") as f:
+    f.write(str(t0))
+for b, e in steps:
+    time.sleep(max(0, t0 + b - time.perf_counter_ns()) / 1e9)
+    for _ in range(10):
+        x, y = get_batch()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    time.sleep(max(0, t0 + e - time.perf_counter_ns()) / 1e9)  # the wait for the GPU
+'''
+HARNESS = '''\
+import os, sys, time
+import torch
+from advisor.capture.pystacks import StackSampler
+from advisor.capture.script import Target, run
+torch.set_num_threads(1)
+sampler = StackSampler()
+sampler.start()
+code = run(Target(sys.argv[1]), [])
+sampler.stop()
+sampler.write(sys.argv[2])
+print(code)
+'''
+
+
+@pytest.fixture(scope="module")
+def module_level(tmp_path_factory) -> tuple[Path, int]:
+    """An export folder whose samples come from `MODULE_LOOP` run as a script (runpy frames
+    under advisor's own, the loop in ``<module>``), and the line of its wait for the GPU."""
+    import os
+    import subprocess
+    import sys
+
+    status = _status()
+    steps = {i: (b, e) for i, b, e in status["step_times"]}
+    recorded = status["recorded"]
+    first = steps[recorded[0]][0]
+    d = tmp_path_factory.mktemp("nsys-module")
+    script = d / "train.py"
+    script.write_text(MODULE_LOOP)
+    env = dict(os.environ, STEPS=json.dumps([[steps[n][0] - first, steps[n][1] - first]
+                                             for n in recorded]),
+               T0_FILE=str(d / "t0"),
+               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    done = subprocess.run([sys.executable, "-c", HARNESS, str(script),
+                           str(d / "pystacks_rank0.json.gz")], capture_output=True, text=True,
+                          env=env, cwd=d, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "0"
+    t0 = int((d / "t0").read_text())
+    shutil.copy(CAPTURE / "nsys_rank0.sqlite.gz", d / "nsys_rank0.sqlite.gz")
+    status["run_start_ns"] = t0 - first  # the constructed part (see the module docstring)
+    (d / "capture_rank0.json").write_text(json.dumps(status))
+    line = 1 + MODULE_LOOP.splitlines().index(
+        "    time.sleep(max(0, t0 + e - time.perf_counter_ns()) / 1e9)  # the wait for the GPU")
+    return d, line
+
+
+def test_module_level_calls_are_named_by_their_line_not_by_runpy(module_level):
+    """Under nsys the samples hold no C frames: time in a C call made straight from a script's
+    top level is ``<module>``'s own. It was reported as ``train.py <module> -> _run_code``
+    (runpy's frames, seen in the same samples as ``<module>``, nested inside it); it is the
+    line of the call, and neither runpy's nor advisor's frames name any row."""
+    from advisor.report.source_view import Locator, SourceSection
+
+    d, line = module_level
+    analysis = analyze(d / "nsys_rank0.sqlite.gz")
+    src = analysis.source
+    assert src is not None and src.steps >= 6
+    rows = src.host + src.idle
+    named = " ".join(f"{lc.frame.file} {lc.frame.function} {lc.via}" for lc in rows)
+    for foreign in ("runpy", "_run_code", "advisor/", "run_path"):
+        assert foreign not in named
+    host = {(lc.frame.function, lc.frame.line, lc.via): lc.ns_per_step for lc in src.host}
+    waited = host.get(("<module>", line, ""), 0.0)
+    # the H100 steps are 10-50 ms, the CPU work in them about 1 ms: the wait is most of a step
+    step_ns = sum(s.cpu_ns for s in analysis.context.steps) / len(analysis.context.steps)
+    assert waited > 0.5 * step_ns
+    labels = [Locator(SourceSection.of(analysis)).label(lc) for lc in src.idle]
+    assert f"train.py:{line} <module>" in labels

@@ -44,3 +44,25 @@ def test_the_fit_is_refused_when_the_clocks_do_not_line_up():
     one = fit_clock(pairs[:2])  # one step: an offset only (two points fit any line)
     assert one.slope == 1 and one.problem is None
     assert fit_clock([]) is None
+
+
+def test_frames_always_seen_together_nest_outer_first():
+    """runpy's ``_run_code`` and the script's ``main()`` called from ``<module>`` are in every
+    sample together: equal start and end. The graph orders ranges by (start, -end) and keeps the
+    given order on ties, so the outer frame must come first or it reads as the inner one's
+    callee (``train.py <module> -> _run_code``)."""
+    from advisor.graph.source_lines import _sweep
+
+    frames = [("runpy.py", 80, "_run_code"), ("train.py", 1, "<module>"),
+              ("train.py", 30, "main"), ("train.py", 10, "get_batch")]
+    s = Samples([0, 10, 20, 30], [0, 1, 0, 0], [[0, 1, 2], [0, 1, 2, 3]], frames, 10)
+    ranges = sample_ranges(s, lambda t: t, 1, 1, 0)
+    order = sorted(ranges, key=lambda r: (r.start_ns, -r.end_ns))  # as `_attach` sorts them
+    assert [r.name.split(": ")[1] for r in order] == ["_run_code", "<module>", "main",
+                                                      "get_batch"]
+    timeline = _sweep(ranges, -1)
+    inner = {w.frame.function: w for w in timeline.where}
+    assert set(inner) == {"main", "get_batch"}
+    assert [c.frame.function for c in inner["get_batch"].path] == ["<module>", "main",
+                                                                   "get_batch"]
+    assert all(w.via == "" for w in timeline.where)
