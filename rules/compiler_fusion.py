@@ -96,7 +96,7 @@ class CompilerFusion(Rule):
     name = "compiler-fusion"
     validation = Validation(  # fixtures/scenarios-check
         {"d": 1024, "layers": 8, "heads": 16, "batch": 8},
-        measured=1.29)
+        measured=1.28, runs=3)
     category = Category.KERNELS
     opportunity = True  # fast GEMMs leave eager elementwise chains worth compiling
     status = Status.PREVIEW

@@ -126,7 +126,7 @@ class CpuBoundLoss(Rule):
     name = "cpu-bound-loss"
     validation = Validation(  # fixtures/scenarios-check
         {"batch": 8, "anchors": 2048, "d": 768, "ff": 1536, "depth": 24},
-        measured=1.3)
+        measured=1.38, runs=3)
     category = Category.HOST
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)
     mechanisms: ClassVar[Mapping[str, str]] = {

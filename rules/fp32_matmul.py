@@ -149,7 +149,7 @@ class Fp32Matmul(Rule):
     name = "fp32-matmul"
     validation = Validation(  # fixtures/scenarios-check
         {"tokens": 8192, "d": 1024, "ff": 4096, "depth": 4},
-        measured=6.75)
+        measured=6.66, runs=3)
     category = Category.PRECISION
     gate_signals = ("fp32-gemms",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

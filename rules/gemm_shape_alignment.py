@@ -131,7 +131,7 @@ class GemmShapeAlignment(Rule):
     name = "gemm-shape-alignment"
     validation = Validation(  # fixtures/scenarios-check
         {"tokens": 4096, "d": 1024, "ff": 4096, "vocab": 32001},
-        measured=1.76)
+        measured=1.74, runs=3)
     category = Category.KERNELS
     status = Status.PREVIEW
     requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.LAUNCHES)

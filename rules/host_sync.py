@@ -81,7 +81,7 @@ class HostSync(Rule):
     name = "host-sync"
     validation = Validation(  # fixtures/scenarios-check
         {"batch": 2, "seq": 8192, "d": 1024, "heads": 16, "ff": 1024},
-        measured=1.53)
+        measured=1.49, runs=3)
     category = Category.HOST
     gate_signals = ("sync-calls",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

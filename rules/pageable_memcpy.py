@@ -89,7 +89,7 @@ class PageableMemcpy(Rule):
     name = "pageable-memcpy"
     validation = Validation(  # fixtures/scenarios-check
         {"tokens": 32768, "d": 512, "ff": 2048},
-        measured=3.36)
+        measured=2.86, runs=3)
     category = Category.INPUT
     gate_signals = ("pageable-copies",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md

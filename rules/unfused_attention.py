@@ -192,7 +192,7 @@ class UnfusedAttention(Rule):
     name = "unfused-attention"
     validation = Validation(  # fixtures/scenarios-check
         {"batch": 8, "seq": 1024, "heads": 12, "depth": 3},
-        measured=2.71)
+        measured=3.49, runs=3)
     category = Category.KERNELS
     gate_signals = ("fused-attention",)
     mechanisms: ClassVar[Mapping[str, str]] = {

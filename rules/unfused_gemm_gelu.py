@@ -64,7 +64,7 @@ class UnfusedGemmGelu(Rule):
     name = "unfused-gemm-gelu"
     validation = Validation(  # fixtures/scenarios-check
         {"seq": 8192, "d": 512, "ff": 4096, "mlp_blocks": 4},
-        measured=1.0)
+        measured=1.13, runs=3)
     category = Category.KERNELS
     gate_signals = ("standalone-gelu",)
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
