@@ -60,6 +60,19 @@ class Run:
     def mean(self) -> float:
         return statistics.fmean(self.times_ms) if self.times_ms else float("nan")
 
+    def tail(self) -> str:
+        """Where the mean leaves the median: the slow iterations (more than 1.5x the run's
+        median) and the share of the run's time they hold above the median; p90, p99, max."""
+        if len(self.times_ms) < 2:
+            return "-"
+        t = sorted(self.times_ms)
+        med = statistics.median(t)
+        slow = [x for x in t if x > 1.5 * med]
+        excess = sum(x - med for x in slow) / sum(t)
+        q = statistics.quantiles(t, n=100)
+        return (f"median {med:.3f}, p90 {q[89]:.3f}, p99 {q[98]:.3f}, max {t[-1]:.1f} ms; "
+                f"{len(slow)} slow iterations hold {excess:.1%} of the time above the median")
+
 
 def parse_times(text: str, regex: re.Pattern[str], from_iter: int) -> list[float]:
     """Iteration times (ms) from a log, iterations at or after ``from_iter``."""
@@ -92,7 +105,8 @@ def run_once(variant: str, advisor_args: str, script: list[str], regex: re.Patte
              from_iter: int, rnd: int, cwd: Path | None, timeout: float) -> Run:
     with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
         cmd, extra = command(variant, advisor_args, script, Path(tmp) / "out")
-        env = {**os.environ, **extra}
+        # GCSTAT_TAG names the run in benchmarks/public/gcstat's per-process collection log
+        env = {**os.environ, **extra, "GCSTAT_TAG": f"{variant}.{rnd}"}
         t0 = time.perf_counter()
         done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env,
                               timeout=timeout)
@@ -147,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="an advisor profile configuration (default: hooks and window)")
     ap.add_argument("--cwd", type=Path, default=None, help="run the script from this folder")
     ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="plain runs first, not counted: the first process of a session on a "
+                         "GPU that idled runs slower while its clocks come up")
     ap.add_argument("script", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     script = a.script[1:] if a.script[:1] == ["--"] else a.script
@@ -166,13 +183,16 @@ def main(argv: list[str] | None = None) -> int:
         variants[name.strip()] = args
     order = ["plain", *variants]
     runs: list[Run] = []
+    for w in range(a.warmup):
+        r = run_once("plain", "", script, regex, a.from_iter, -1 - w, a.cwd, a.timeout)
+        print(f"warm-up {w}: mean {r.mean:.3f} ms (not counted); {r.tail()}", flush=True)
     for rnd in range(a.pairs):
         for v in (order if rnd % 2 == 0 else order[::-1]):
             r = run_once(v, variants.get(v, ""), script, regex, a.from_iter, rnd, a.cwd,
                          a.timeout)
             runs.append(r)
             print(f"round {rnd} {v:>8}: mean {r.mean:.3f} ms over {len(r.times_ms)} iterations "
-                  f"(wall {r.wall_s:.1f} s, exit {r.rc})", flush=True)
+                  f"(wall {r.wall_s:.1f} s, exit {r.rc}); {r.tail()}", flush=True)
     print()
     print(report(runs, list(variants)))
     return 0 if all(r.rc in (0, 2) and r.times_ms for r in runs) else 1

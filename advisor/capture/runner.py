@@ -19,6 +19,10 @@ from advisor.errors import CaptureError
 
 
 def import_torch() -> None:
+    if os.environ.get("ADVISOR_GC_FREEZE") == "1":  # issue 32 experiment, see wave5_overhead.sh
+        import gc
+
+        gc.freeze()
     try:
         import torch  # noqa: F401
     except ImportError as e:

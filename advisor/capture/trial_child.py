@@ -236,6 +236,9 @@ def _result(spec: dict[str, Any], sess: TrialSession, applier: KnobApplier, scra
         "loss_seen": loss.seen,
         "loss_finite": finite,
         "wall_s": round(wall_s, 3),
+        # every step's host-clock time (index, ms): the evidence behind the mean, to read a
+        # trial against the script's own log
+        "steps_ms": [[i, round((e - b) / 1e6, 3)] for i, b, e in st.step_times],
     }
 
 
