@@ -70,9 +70,6 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
     """Run the target under advisor; the return value is the script's exit code."""
     from advisor.capture import launch
 
-    if opts.trial is not None and launch.is_torchrun(target.name, target.module):
-        raise CaptureError("--try does not run multi-process (torchrun) jobs yet: profile "
-                           "one process, or try the fixes by hand")
     if launch.is_torchrun(target.name, target.module):
         import_torch()
         check_outputs(opts)
