@@ -174,7 +174,7 @@ class Runner:
         spec = {"script": self.script, "module": self.module, "args": self.args,
                 "knobs": list(knobs), "steps": self.steps, "seconds": self.seconds,
                 "epochs": epochs, "scratch": str((self.dir / "scratch" / tag).resolve()),
-                "result": str(result.resolve())}
+                "result": str(result.resolve()), "per_rank": self.launcher is not None}
         spec_path.write_text(json.dumps(spec, indent=1))
         env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
         child = ["advisor.capture.trial_child", str(spec_path.resolve())]

@@ -303,8 +303,12 @@ def main(argv: list[str]) -> int:
     from advisor.capture.background import write_json_atomic
 
     path = Path(spec["result"])
-    if result["world"] > 1:  # every rank its own: `advisor.capture.trial.rank_path`
-        path = path.with_name(path.name.removesuffix(".json") + f".rank{result['rank']}.json")
+    if spec.get("per_rank"):  # under the job's launcher, every rank its own result:
+        # `advisor.capture.trial.rank_path` (not from RANK alone: a process that inherited a
+        # launcher's environment writes where its single-process runner reads)
+        from advisor.capture.trial import rank_path
+
+        path = rank_path(path, result["rank"])
     write_json_atomic(path, result)
     # a failed rank exits non-zero: torchrun then ends the other ranks, which may wait for it
     # in a collective
