@@ -35,6 +35,11 @@ class Launch:
     script: str
     module: bool
     args: tuple[str, ...]
+    nnodes: str = "1"  # torchrun's --nnodes: N or MIN:MAX
+
+    @property
+    def one_node(self) -> bool:
+        return self.nnodes.strip() in ("1", "1:1")
 
     def launcher(self) -> list[str]:
         """torchrun with its own options, to which ``--module M ARGS`` is added: the same
@@ -59,7 +64,7 @@ def parse_launch(launcher_args: list[str]) -> Launch:
         raise CaptureError("advisor profile torchrun: cannot tell torchrun's options from the "
                            "script's; put the script after all torchrun options")
     own = tuple(a for a in launcher_args[:cut] if a not in ("-m", "--module"))
-    return Launch(own, script, bool(ns.module), tuple(rest))
+    return Launch(own, script, bool(ns.module), tuple(rest), str(ns.nnodes))
 
 
 def worker_command(opts, launcher_args: list[str]) -> list[str]:
@@ -86,6 +91,11 @@ def torchrun(opts, launcher_args: list[str]) -> int:
     from advisor.capture.background import JOB_CLAIM
 
     job = parse_launch(launcher_args)
+    if opts.trial is not None and not job.one_node:
+        # each node's advisor would start its own trials, and a node without rank 0's analysis
+        # none: the others would wait at the trial's rendezvous
+        raise CaptureError(f"--try runs the trials of a one-node torchrun job (--nnodes "
+                           f"{job.nnodes} here): try the fixes on one node, or by hand")
     workers = worker_options(opts)
     if workers.then != opts.then and not opts.quiet:
         print("advisor: --try on a multi-process job: the job runs to its end (the window is "

@@ -120,3 +120,14 @@ def test_the_profiled_job_stops_only_where_every_rank_stops_alike():
     assert worker_options(auto).then == "continue"  # windows open where each rank settles
     assert worker_options(ProfileOptions(then="stop", wait=5, trial=TrialOptions())).then == "stop"
     assert worker_options(ProfileOptions(then="stop")).then == "stop"  # no --try: as before
+
+
+def test_try_refuses_a_multi_node_job_before_it_runs(tmp_path):
+    from advisor.capture.launch import parse_launch, torchrun
+    from advisor.errors import CaptureError
+
+    assert parse_launch(["--standalone", "--nproc-per-node", "2", "t.py"]).one_node
+    opts = ProfileOptions(then="stop", out=tmp_path, trial=TrialOptions())
+    with pytest.raises(CaptureError, match="one-node torchrun job"):
+        torchrun(opts, ["--nnodes", "2", "--nproc-per-node", "2", str(SCRIPT)])
+    assert not list(tmp_path.iterdir())  # nothing ran
