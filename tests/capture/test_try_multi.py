@@ -96,6 +96,25 @@ def test_a_rank_that_fails_fails_the_trial_with_its_reason(job):
     assert "rank 1 cannot load with worker processes" in " ".join(done.stderr.split())
 
 
+def test_without_a_pinned_window_the_job_runs_to_its_end_then_the_trials(tmp_path):
+    """No ``--wait``: each rank's window opens where its step time settles, so the profiled
+    job is not stopped after it (the ranks would stop at different steps); it runs to its
+    end, and the trials follow."""
+    done = subprocess.run(
+        [sys.executable, "-m", "advisor.cli", "profile", "--try", "ddp:bucket_cap_mb=50",
+         "--try-runs", "1", "--try-steps", str(STEPS), "--json", "report.json", "torchrun",
+         "--standalone", "--nproc-per-node", "2", str(SCRIPT), "--iters", "60"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=HANG_GUARD_S,
+        env={**os.environ, "OMP_NUM_THREADS": "1",
+             "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")})
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "the job runs to its end" in done.stderr
+    assert done.stdout.count("done 60 iterations") == 2  # the profiled job, not stopped
+    tried = json.loads((tmp_path / "report.json").read_text())["tried"]
+    assert tried["order"] == ["warm-up", "plain", "ddp:bucket_cap_mb=50"]
+    assert tried["fixes"][0]["status"] == "measured", tried["fixes"][0]
+
+
 def test_job_result_takes_the_slowest_rank_and_the_first_failure():
     ok = {"status": "ok", "world": 2, "applied": ["x"], "reason": None}
     fast = {**ok, "rank": 0, "mean_ns": 5.0, "run_mean_ns": 6.0}
