@@ -21,9 +21,12 @@ cp -r $R/.carry/nanogpt $W/ng && cd $W/ng
 python3 $R/benchmarks/public/synth_data.py tokens $W/ng/data/synth
 TR="torchrun --standalone --nproc_per_node=2"
 G2="train.py --dataset=synth --batch_size=16 --gradient_accumulation_steps=2 --eval_interval=100000 --eval_iters=1 --log_interval=1 --always_save_checkpoint=False --out_dir=$W/o2"
-run plain 50 $TR $G2 --compile=False --max_iters=100
-run compiled 100 $TR $G2 --compile=True --max_iters=100
-run try 150 advisor profile --wait 20 --steps 5 --try compile --try-runs 1 --try-steps 20 --out $W/rep/try --json $W/rep/try.json --html $W/rep/try.html $TR $G2 --compile=False --max_iters=300
+# --try first (the check itself), then the by-hand pair; run() skips what the deadline leaves
+# no room for. Each trial stops every rank after step 40 + 15; the profiled job after its
+# pinned window (--wait 20) and the steps after it.
+run try 175 advisor profile --wait 20 --steps 3 --try compile --try-runs 1 --try-steps 15 --out $W/rep/try --json $W/rep/try.json --html $W/rep/try.html $TR $G2 --compile=False --max_iters=300
+run plain 45 $TR $G2 --compile=False --max_iters=70
+run compiled 90 $TR $G2 --compile=True --max_iters=70
 python3 - $W > $W/summary.txt 2>&1 <<'PY'
 import json, re, statistics, sys
 from pathlib import Path
