@@ -115,6 +115,33 @@ def test_without_a_pinned_window_the_job_runs_to_its_end_then_the_trials(tmp_pat
     assert tried["fixes"][0]["status"] == "measured", tried["fixes"][0]
 
 
+def _stop_step(world: int, warming: int) -> tuple[int | None, int | None]:
+    """Drive a trial's session through real step boundaries of 2 ms; the first ``warming``
+    steps take longer step by step (a rank still warming up). Returns (settled at, stopped after)."""
+    import time
+
+    from advisor.capture.capture_state import StopAfterWindow
+    from advisor.capture.knobs import KnobApplier
+    from advisor.capture.trial_child import TrialSession
+
+    sess = TrialSession(KnobApplier([]), STEPS, 60.0, 0, world)
+    try:
+        for n in range(200):
+            time.sleep(2e-3 + (n * 1e-3 if n < warming else 0))  # a step's work
+            sess.boundary()
+    except StopAfterWindow:
+        pass
+    return sess.state.settled_at, sess.stopped_at
+
+
+def test_ranks_that_settle_at_different_steps_stop_after_the_same_one():
+    early, late = _stop_step(2, 0), _stop_step(2, 30)
+    assert early[0] < late[0]  # they settled at different steps...
+    assert early[1] == late[1] == SETTLE_MAX_WAIT + STEPS  # ...and stop after the same one
+    alone = _stop_step(1, 0)  # one process: as soon as its own steps are timed
+    assert alone[1] == alone[0] + STEPS
+
+
 def test_job_result_takes_the_slowest_rank_and_the_first_failure():
     ok = {"status": "ok", "world": 2, "applied": ["x"], "reason": None}
     fast = {**ok, "rank": 0, "mean_ns": 5.0, "run_mean_ns": 6.0}
