@@ -5,7 +5,8 @@ options] SCRIPT ARGS`` instead of ``python SCRIPT ARGS``, so every rank records 
 (``trace_rank<R>.json.gz``) and writes its own analysis (``analysis_rank<R>.json``); rank 0
 prints the summary. Launchers that start ``advisor profile`` themselves (``torchrun --no-python
 advisor profile ...``, ``mpirun``, ``srun``) need nothing from here: the rank comes from the
-environment.
+environment. Under ``--try`` the trials run the same torchrun line once the job has ended, with
+``--module advisor.capture.trial_child SPEC`` in place of the script (`advisor.capture.trial`).
 """
 
 from __future__ import annotations
