@@ -84,18 +84,57 @@ def report(opts: ProfileOptions, rank: Rank, trace: Path, code: int, recorded: l
     return code
 
 
-def _try(analysis, opts: ProfileOptions, rank: Rank, talk: bool) -> None:
+def _try(analysis, opts: ProfileOptions, rank: Rank, talk: bool,
+         launcher: list[str] | None = None) -> None:
     """``--try``: run the trials (`advisor.capture.trial`), then write every report again with
-    the measurements beside the estimates; the console gets the trials' section only."""
+    the measurements beside the estimates; the console gets the trials' section only.
+    ``launcher``: torchrun and its options, for the trials of a multi-process job."""
     from rich.console import Console
 
     from advisor.capture.trial import run_after_analysis
     from advisor.report.console import render_tried
 
-    tried = run_after_analysis(analysis, opts, talk)
+    tried = run_after_analysis(analysis, opts, talk, launcher)
     render(analysis, opts, rank, False, tried=tried)
     if talk:
         render_tried(tried, Console(stderr=True, highlight=False))
+
+
+def try_after_job(opts: ProfileOptions, job) -> None:
+    """``--try`` on a torchrun job (`advisor.capture.launch.Launch`), once it has ended: the
+    trials run under the same launcher line, and the fixes tried are those of rank 0's
+    analysis, the summary the user read. The analysis is made again here from rank 0's trace
+    and state (the worker that made it has exited), then rank 0's reports are written again
+    with the measurements beside the estimates."""
+    import json
+    import os
+
+    from advisor.capture.options import STATUS_NAME
+    from advisor.capture.script import Target
+
+    talk = not opts.quiet
+    try:
+        status = json.loads((opts.out / STATUS_NAME.format(rank=0)).read_text())
+    except (OSError, ValueError):
+        status = None
+    traces = [p for p in (opts.out / "trace_rank0.json.gz", opts.out / "nsys_rank0.sqlite")
+              if p.exists()]
+    if not status or not status.get("recorded") or not traces:
+        print("advisor: --try: no trials: rank 0 recorded no complete step to analyse",
+              file=sys.stderr)
+        return
+    rank = Rank(0, int(status.get("world") or 1))
+    target = Target(job.script, module=job.module)
+    if target.origin():
+        opts.source_root = Path(target.origin()).resolve().parent
+    opts.trial_target, opts.trial_cwd = (target, list(job.args)), os.getcwd()
+    try:
+        analysis = analyze_recorded(traces[0], status["recorded"], opts, None, status)
+        _try(analysis, opts, rank, talk, launcher=job.launcher())
+    except AdvisorError as e:  # the job's exit code stands; say why there are no trials
+        from advisor.safe_text import plain
+
+        print(f"advisor: --try: no trials: {plain(e)}", file=sys.stderr)
 
 
 def recorded_inputs(trace: Path, recorded: list[int], opts: ProfileOptions | None = None,

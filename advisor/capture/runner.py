@@ -19,6 +19,10 @@ from advisor.errors import CaptureError
 
 
 def import_torch() -> None:
+    if os.environ.get("ADVISOR_GC_FREEZE") == "1":  # issue 32 experiment, see wave5_overhead.sh
+        import gc
+
+        gc.freeze()
     try:
         import torch  # noqa: F401
     except ImportError as e:
@@ -66,9 +70,6 @@ def profile(opts: ProfileOptions, target: Target, args: list[str]) -> int:
     """Run the target under advisor; the return value is the script's exit code."""
     from advisor.capture import launch
 
-    if opts.trial is not None and launch.is_torchrun(target.name, target.module):
-        raise CaptureError("--try does not run multi-process (torchrun) jobs yet: profile "
-                           "one process, or try the fixes by hand")
     if launch.is_torchrun(target.name, target.module):
         import_torch()
         check_outputs(opts)

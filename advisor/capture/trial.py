@@ -40,6 +40,10 @@ STATISTIC = "mean of the settled steps, far outliers left out"
 """A trial's step: `advisor.capture.steptimes.measured_step`'s mean over the settled steps (the
 steady throughput); a whole-run fix (``relative_to: run``) keeps the slow steps in instead."""
 
+MULTI_RANK = (", per rank; the job's the slowest rank's; every rank stops after the same "
+              "step index")
+"""What a multi-process trial's step is (`job_result`, `advisor.capture.trial_child`)."""
+
 RUN_CODES = {"loader-restarts": "RUN001", "blocking-checkpoints": "RUN002",
              "frequent-evaluation": "RUN003"}
 """Findings of the whole-run account (`advisor.capture.accounting`), named like rules."""
@@ -146,14 +150,19 @@ def choose(findings: Sequence[Finding], names: Sequence[str]) -> tuple[list[Cand
 
 
 class Runner:
-    """Starts trial processes and reads their results."""
+    """Starts trial processes and reads their results. With a ``launcher`` (torchrun and its
+    options, `advisor.capture.launch.Launch.launcher`), a trial is the job's launcher line with
+    ``--module advisor.capture.trial_child SPEC`` in place of the script: every rank runs the
+    trial with the same spec and writes its own result, and `job_result` makes one of them."""
 
     def __init__(self, script: str, module: bool, args: Sequence[str], out: Path, steps: int,
-                 seconds: float, say: Callable[[str], None], cwd: str | None = None) -> None:
+                 seconds: float, say: Callable[[str], None], cwd: str | None = None,
+                 launcher: Sequence[str] | None = None) -> None:
         self.script, self.module, self.args = script, module, list(args)
         self.cwd = cwd  # the profiled run's starting directory (None: this process's)
         self.dir = out / "try"
         self.steps, self.seconds, self.say = steps, seconds, say
+        self.launcher = list(launcher) if launcher else None
         self.count = 0
 
     def run(self, label: str, knobs: Sequence[str], epochs: int = 0) -> dict[str, Any]:
@@ -165,27 +174,99 @@ class Runner:
         spec = {"script": self.script, "module": self.module, "args": self.args,
                 "knobs": list(knobs), "steps": self.steps, "seconds": self.seconds,
                 "epochs": epochs, "scratch": str((self.dir / "scratch" / tag).resolve()),
-                "result": str(result.resolve())}
+                "result": str(result.resolve()), "per_rank": self.launcher is not None}
         spec_path.write_text(json.dumps(spec, indent=1))
         env = {**os.environ, "WANDB_MODE": "disabled", "PYTHONUNBUFFERED": "1"}
-        cmd = [sys.executable, "-m", "advisor.capture.trial_child", str(spec_path.resolve())]
+        child = ["advisor.capture.trial_child", str(spec_path.resolve())]
+        cmd = ([*self.launcher, "--module", *child] if self.launcher
+               else [sys.executable, "-m", *child])
         log = self.dir / f"{tag}.log"
         limit = 4 * self.seconds + 600
         with open(log, "wb") as fh:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fh,
+                                    stderr=subprocess.STDOUT, env=env, cwd=self.cwd)
             try:
-                proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=fh,
-                                      stderr=subprocess.STDOUT, env=env, timeout=limit,
-                                      cwd=self.cwd)
+                code = proc.wait(timeout=limit)
             except subprocess.TimeoutExpired:
+                _end(proc)
                 return {"status": "failed", "reason": f"the trial ran longer than {limit:g} s "
                         f"and was ended (log: {log})"}
-        try:
-            out = json.loads(result.read_text())
-        except (OSError, ValueError):
-            return {"status": "failed", "reason": f"the trial process ended with "
-                    f"{proc.returncode} without a result (log: {log})"}
+            except KeyboardInterrupt:
+                _end(proc)  # torchrun ends its workers on SIGTERM
+                raise
+        if self.launcher:
+            out = job_result(rank_results(result), code, log)
+        else:
+            try:
+                out = json.loads(result.read_text())
+            except (OSError, ValueError):
+                out = {"status": "failed", "reason": f"the trial process ended with {code} "
+                       f"without a result (log: {log})"}
         out["log"] = str(log)
         return out
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """SIGTERM first (torchrun then ends its workers; a lone script exits), SIGKILL after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def rank_path(result: Path, rank: int) -> Path:
+    """Where rank ``rank`` of a multi-process trial writes its result: ``<tag>.result.rank<R>.json``."""
+    return result.with_name(result.name.removesuffix(".json") + f".rank{rank}.json")
+
+
+def rank_results(result: Path) -> dict[int, dict[str, Any]]:
+    """The per-rank results of one multi-process trial that were written, by rank."""
+    out: dict[int, dict[str, Any]] = {}
+    for p in result.parent.glob(result.name.removesuffix(".json") + ".rank*.json"):
+        try:
+            res = json.loads(p.read_text())
+            out[int(res["rank"])] = res
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def job_result(ranks: dict[int, dict[str, Any]], code: int, log: Path) -> dict[str, Any]:
+    """One multi-process trial's result from its ranks'. A rank that failed fails the trial
+    with its reason (of several, the one whose script ended first: the others failed after
+    it, typically in a collective it had left); a rank without a result (ended by torchrun once
+    another failed, or killed) fails it too. Otherwise the trial's step is the **slowest
+    rank's** settled-step mean: in a data-parallel job every rank waits for the slowest at its
+    collectives, so the job runs at that rank's pace."""
+    if not ranks:
+        return {"status": "failed", "reason": f"torchrun ended with {code} and no rank wrote a "
+                f"result (log: {log})"}
+    world = max(int(r.get("world") or 1) for r in ranks.values())
+    failed = [r for r in sorted(ranks) if ranks[r].get("status") != "ok"]
+    if failed:
+        first = min(failed, key=lambda r: ranks[r].get("ended_unix") or float("inf"))
+        out = dict(ranks[first])
+        out["reason"] = f"rank {first}: {out.get('reason')}"
+        out["ranks"] = _per_rank(ranks)
+        return out
+    missing = [r for r in range(world) if r not in ranks]
+    if missing:
+        return {"status": "failed", "reason": f"rank {', '.join(map(str, missing))} ended "
+                f"without a result (torchrun ended with {code}; log: {log})",
+                "ranks": _per_rank(ranks)}
+    slowest = max(ranks, key=lambda r: ranks[r]["mean_ns"])
+    out = dict(ranks[slowest])
+    out["run_mean_ns"] = max(r["run_mean_ns"] or 0 for r in ranks.values()) or None
+    out["applied"] = list(dict.fromkeys(a for r in sorted(ranks) for a in ranks[r]["applied"]))
+    out["slowest_rank"], out["ranks"] = slowest, _per_rank(ranks)
+    return out
+
+
+def _per_rank(ranks: dict[int, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    keys = ("status", "mean_ns", "run_mean_ns", "steps_timed", "settled_at", "stopped_at")
+    return {str(r): {k: ranks[r].get(k) for k in keys} for r in sorted(ranks)}
 
 
 def _stat(result: dict[str, Any], relative_to: str) -> float | None:
@@ -348,8 +429,10 @@ def _per_run_s(analysis: Any, opts: Any) -> float | None:
     return ramp + min(opts.trial.steps * step / 1e9, opts.trial.seconds)
 
 
-def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
-    """`advisor.capture.reporting.report`'s hook: try the analysis's fixes on the script."""
+def run_after_analysis(analysis: Any, opts: Any, talk: bool,
+                       launcher: Sequence[str] | None = None) -> Tried:
+    """`advisor.capture.reporting.report`'s hook: try the analysis's fixes on the script
+    (``launcher``: under torchrun, as the job ran)."""
     target, args = opts.trial_target
     say = (lambda msg: print(msg, file=sys.stderr, flush=True)) if talk else (lambda msg: None)
     held = release_gpu_memory()
@@ -358,8 +441,14 @@ def run_after_analysis(analysis: Any, opts: Any, talk: bool) -> Tried:
             "the profiled run; a trial that needs all of the GPU may run out of memory")
     t0 = time.monotonic()
     runner = Runner(target.name, target.module, args, opts.out, opts.trial.steps,
-                    opts.trial.seconds, say, cwd=getattr(opts, "trial_cwd", None))
-    tried = try_fixes(analysis.results.findings, opts.trial, runner, _per_run_s(analysis, opts))
+                    opts.trial.seconds, say, cwd=getattr(opts, "trial_cwd", None),
+                    launcher=launcher)
+    tried = try_fixes(analysis.results.findings, opts.trial, runner,
+                      None if launcher else _per_run_s(analysis, opts))
+    if launcher:
+        from dataclasses import replace
+
+        tried = replace(tried, statistic=STATISTIC + MULTI_RANK)
     say(f"advisor: --try: {len(tried.order)} runs in {time.monotonic() - t0:.0f} s; logs, "
         f"results and the trials' saves in {runner.dir}")
     return tried

@@ -29,20 +29,36 @@ from advisor.capture.capture_state import StopAfterWindow, WindowPlan
 from advisor.capture.knobs import KnobApplier
 from advisor.capture.scratch import Scratch
 from advisor.capture.session import Session
+from advisor.capture.settle import SETTLE_MAX_WAIT
 from advisor.capture.steptimes import MIN_MEASURED_STEPS, StepClock, measured_step
 from advisor.engine.knobs import parse_knob
 
 
 class TrialSession(Session):
     """The session's hooks without a window: it applies the knobs to the top-level modules it
-    finds, and ends the script once the trial's settled steps are timed."""
+    finds, and ends the script once the trial's settled steps are timed.
 
-    def __init__(self, applier: KnobApplier, steps: int, seconds: float, epochs: int) -> None:
+    One rank of a multi-process trial (``world`` > 1) cannot stop where its own step time
+    settled, nor after a time: ranks settle at different steps, and a rank that leaves while
+    the others enter their next collective leaves them waiting for ever. Every rank therefore
+    stops after the same step index, known to all without talking: ``SETTLE_MAX_WAIT + steps``
+    (settling is forced by step `SETTLE_MAX_WAIT`, so each rank has timed at least ``steps``
+    settled steps by then), and epochs are counted from step `SETTLE_MAX_WAIT` on, where every
+    rank of a data-parallel job has drawn the same batches. ``--try-time`` does not end such a
+    trial. A collective to agree on the stop (rank 0 deciding) would add a host sync to every
+    timed step of the job being timed."""
+
+    def __init__(self, applier: KnobApplier, steps: int, seconds: float, epochs: int,
+                 world: int = 1) -> None:
         super().__init__(WindowPlan(), None)
         self.follow_profiler = False  # a trial records nothing: no marks into a profiler
         self.applier = applier
         self.limit_steps, self.limit_s, self.min_epochs = steps, seconds, epochs
+        self.world = world
+        self.stop_index = SETTLE_MAX_WAIT + steps if world > 1 else None
         self.settled_clock: int | None = None
+        self.stopped_at: int | None = None  # the step after which the trial ended the script
+        self.counting = False  # DataLoader iterators are counted as epochs from here on
         self._starts: dict[int, int] = {}  # id(DataLoader) -> iterators started after settling
 
     @property
@@ -70,21 +86,34 @@ class TrialSession(Session):
         st = self.state
         if self._stop_raised or not st.step_times:
             return
-        now = self.clock()
-        if st.settled_at is None:
-            # the test that opens `advisor profile`'s window: the step time, the data wait and
-            # the loader's prefetched batches (`Session._settled_why`), or SETTLE_MAX_WAIT steps
-            if self._settled_why(st.step_times[-1][0]) is not None:
-                st.settled_at = st.step_times[-1][0]
-                self.settled_clock = now
+        now, last = self.clock(), st.step_times[-1][0]
+        # the test that opens `advisor profile`'s window: the step time, the data wait and the
+        # loader's prefetched batches (`Session._settled_why`), or SETTLE_MAX_WAIT steps
+        if st.settled_at is None and self._settled_why(last) is not None:
+            st.settled_at = last
+            self.settled_clock = now
+            if self.stop_index is None:
                 self._starts.clear()
+                self.counting = True
+        if self.stop_index is not None:  # every rank: the same step, whatever its clock says
+            if not self.counting and last >= SETTLE_MAX_WAIT:
+                self._starts.clear()
+                self.counting = True
+            if last >= self.stop_index and self.epochs >= self.min_epochs:
+                self._stop(last)
+            return
+        if st.settled_at is None or st.settled_at == last:
             return
         timed = sum(1 for i, _, _ in st.step_times if i > st.settled_at)
         enough = timed >= self.limit_steps and self.epochs >= self.min_epochs
         if enough or (now - (self.settled_clock or now)) >= self.limit_s * 1e9:
-            self._stop_raised = True
-            st.stopped_after_window = True
-            raise StopAfterWindow("advisor: the trial's steps are timed")
+            self._stop(last)
+
+    def _stop(self, last: int) -> None:
+        self._stop_raised = True
+        self.state.stopped_after_window = True
+        self.stopped_at = last
+        raise StopAfterWindow("advisor: the trial's steps are timed")
 
     def count_epochs(self) -> None:
         """Count DataLoader iterators started on the loop thread (epochs) after settling."""
@@ -93,7 +122,7 @@ class TrialSession(Session):
         orig, s = DataLoader.__iter__, self
 
         def __iter__(loader):
-            if threading.get_ident() == s.tid and s.settled_clock is not None:
+            if threading.get_ident() == s.tid and s.counting:
                 s._starts[id(loader)] = s._starts.get(id(loader), 0) + 1
             return orig(loader)
 
@@ -153,12 +182,14 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the script once as the spec says; the result as a dict (also written to the spec's
     ``result`` path by `main`)."""
     from advisor.capture import script
+    from advisor.capture.options import detect_rank
 
+    rank = detect_rank()
     knobs = [parse_knob(k) for k in spec.get("knobs", [])]
     scratch = Scratch(Path(spec["scratch"]))
     applier = KnobApplier(knobs, output_dir=lambda p: scratch.path(p, "output"))
     sess = TrialSession(applier, int(spec["steps"]), float(spec["seconds"]),
-                        int(spec.get("epochs", 0)))
+                        int(spec.get("epochs", 0)), rank.world)
     loss = LossWatch()
     raised: list[BaseException] = []
     shown = script._print_exception
@@ -179,6 +210,8 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         code = script.run(script.Target(spec["script"], module=bool(spec.get("module"))),
                           list(spec.get("args", [])))
+        if sess.state.stopped_after_window:
+            _leave_process_group()
     finally:
         try:
             sess.finish()
@@ -188,7 +221,26 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
             applier.uninstall()
             scratch.uninstall()
             script._print_exception = shown  # type: ignore[assignment]
-    return _result(spec, sess, applier, scratch, loss, code, raised, time.monotonic() - t0)
+    ended = time.time()
+    out = _result(spec, sess, applier, scratch, loss, code, raised, time.monotonic() - t0)
+    # when the script ended: of the ranks that failed, the first to end is the cause (the
+    # others fail after it, in a collective it left: `advisor.capture.trial.job_result`)
+    return {**out, "rank": rank.rank, "world": rank.world, "stopped_at": sess.stopped_at,
+            "ended_unix": ended}
+
+
+def _leave_process_group() -> None:
+    """The trial ended the script between two steps, where the script's own
+    ``destroy_process_group`` never comes: leave the group here, as every rank stopped after
+    the same step (`TrialSession`) and no collective is pending. Best effort: the result is
+    what matters, and the process exits next."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # a group that cannot be left is left to the exit
+        pass
 
 
 def _result(spec: dict[str, Any], sess: TrialSession, applier: KnobApplier, scratch: Scratch,
@@ -250,8 +302,17 @@ def main(argv: list[str]) -> int:
     result = run_trial(spec)
     from advisor.capture.background import write_json_atomic
 
-    write_json_atomic(Path(spec["result"]), result)
-    return 0
+    path = Path(spec["result"])
+    if spec.get("per_rank"):  # under the job's launcher, every rank its own result:
+        # `advisor.capture.trial.rank_path` (not from RANK alone: a process that inherited a
+        # launcher's environment writes where its single-process runner reads)
+        from advisor.capture.trial import rank_path
+
+        path = rank_path(path, result["rank"])
+    write_json_atomic(path, result)
+    # a failed rank exits non-zero: torchrun then ends the other ranks, which may wait for it
+    # in a collective
+    return 0 if result["status"] == "ok" else 1
 
 
 if __name__ == "__main__":
