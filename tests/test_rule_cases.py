@@ -50,17 +50,25 @@ CHECK_CASES = [(r.name, fmt) for r in sorted(CHECK.iterdir()) if r.is_dir() for 
 NO_GAIN = {r for r, _ in CHECK_CASES if vd.measured_speedup(CHECK / r) < MIN_SPEEDUP}
 """Check scenarios whose fix measured no gain worth reporting at the check shape: there the rule
 must stay silent (a finding is reported from MIN_SPEEDUP on), not rank first."""
+UNRESOLVED = {r for r, _ in CHECK_CASES if (runs := vd.repeat_runs(CHECK / r)) is not None
+              and min(b / g for b, g in zip(runs["bad"], runs["good"], strict=False)) < 1.0}
+"""Check scenarios whose fix measured slower than the bad variant in one of its process runs:
+the gain is inside the host's run-to-run noise (unfused-gemm-gelu at the check shape: 0.89x,
+1.04x, 1.28x), so neither an estimate nor silence can be judged against it; only the fixed
+variant's silence is checked."""
 CHECK_OUT_OF_TOLERANCE = {
-    ("unfused-attention", "kineto"): "0.73x of measured at S=1024, 12 heads: the settled "
-    "replay of the fix is host-bound on the unfused program's host work (torch.profiler's "
-    "per-operator cost included), and the layout copies are not modelled as removed",
-    ("uncaptured-cuda-graph", "kineto"): "1.51x of measured: torch.profiler's per-op host cost on "
-    "this narrower, shallower MLP is above the 2.5 us fitted on the fit set, so the eager host "
-    "time the graph removes looks larger than it is (nsys: 1.01x)",
-    ("loader-jitter", "nsys"): "0.70x of measured (1.54x for 2.21x) at 8192 tokens x 128 "
-    "features: the replay takes off the input waits it sees, and the fixed loader gains more than "
-    "that (on the fit shape it gains less: GAIN_MISSES); what the waits miss is not isolated",
-    ("loader-jitter", "kineto"): "0.69x of measured: same",
+    ("unfused-attention", "kineto"): "0.57x of measured (1.98x for 3.49x, 3 runs 3.47-3.49) at "
+    "S=1024, 12 heads: the settled replay of the fix is host-bound on the unfused program's host "
+    "work (torch.profiler's per-operator cost included), and the layout copies are not modelled "
+    "as removed",
+    ("unfused-attention", "nsys"): "0.63x of measured (2.20x for 3.49x): same cause; the single "
+    "process run it was first checked on measured 2.71x, the three runs of wave 5 3.47-3.49x",
+    ("uncaptured-cuda-graph", "kineto"): "1.86x of measured (4.03x for 2.16x, 3 runs 1.89-2.44): "
+    "torch.profiler's per-op host cost on this narrower, shallower MLP is above the 2.5 us fitted "
+    "on the fit set, so the eager host time the graph removes looks larger than it is",
+    ("uncaptured-cuda-graph", "nsys"): "1.34x of measured (2.90x for 2.16x): the bad variant's "
+    "eager step itself spreads 24.8% over the three runs (4.25-5.46 ms), the launch-bound step "
+    "the graph fixes; against its slowest run the estimate is within 1.1x",
 }
 
 
@@ -83,13 +91,9 @@ class Rows:
         return self._rows[key]
 
 
-CHECK_GAIN_CASES = [(r, f) for r, f in CHECK_CASES if r not in NO_GAIN]
+CHECK_GAIN_CASES = [(r, f) for r, f in CHECK_CASES if r not in NO_GAIN | UNRESOLVED]
 """The check cases with a measured gain to compare an estimate with."""
 CHECK_FALSE_FINDINGS = {
-    ("unfused-gemm-gelu", "kineto"): "a false finding: at the check shape (8192 tokens, d 512, "
-    "FF 4096) the GELU epilogue measured 1.00x, and the rule promises 1.03x (2.7% of the step) "
-    "from torch.profiler's capture (silent on nsys); which part of the modelled saving the "
-    "epilogue GEMM gives back is not isolated",
     ("loader-jitter", "kineto"): "the fixed loader's torch.profiler capture still raises "
     "loader-jitter (its nsys capture does not)",
 }
@@ -106,7 +110,9 @@ def test_check_set_bad_raises_its_rule_first_and_good_stays_clean(check_rows, ru
     if (rule, fmt) in CHECK_FALSE_FINDINGS:
         request.applymarker(pytest.mark.xfail(reason=CHECK_FALSE_FINDINGS[(rule, fmt)], strict=True))
     row = check_rows[(rule, fmt)]
-    if rule in NO_GAIN:
+    if rule in UNRESOLVED:
+        pass  # the fix's gain is within the runs' noise: the bad variant's findings judge nothing
+    elif rule in NO_GAIN:
         assert row.estimated is None or row.estimated < MIN_SPEEDUP, (
             f"{rule}/{fmt}: the fix measured {row.measured:.3f}x, the rule promises "
             f"{row.estimated:.3f}x")
@@ -191,15 +197,15 @@ GAIN_MISSES = {
     ("loader-jitter", "kineto"): "+33% (38% promised, 29% measured): same",
 }
 CHECK_GAIN_MISSES = {
-    ("cpu-bound-loss", "nsys"): "+36% (31% of the step promised, 23% measured) at 8 images x "
-    "2048 anchors: nsys slows the sync-heavy per-sample loop and the per-call overhead model "
-    "removes only part of it (the fit set's OUT_OF_TOLERANCE, same cause)",
-    ("loader-jitter", "nsys"): "-36% (35% promised, 55% measured): see CHECK_OUT_OF_TOLERANCE",
-    ("loader-jitter", "kineto"): "-36%: same",
-    ("fp8-candidate", "nsys"): "+64% (27% of the step promised, 17% measured) at 2048->8192 on "
-    "16384 tokens: the FP8 GEMM efficiency (1.05x the rate ratio) and the cast shares were "
-    "fitted at 4096->16384 and do not carry over to this shape (which part misses is not isolated)",
-    ("fp8-candidate", "kineto"): "+64%: same",
+    ("fp8-candidate", "nsys"): "+65% (27% of the step promised, 17% measured, 3 runs 1.20-1.21x) "
+    "at 2048->8192 on 16384 tokens: the FP8 GEMM efficiency (1.05x the rate ratio) and the cast "
+    "shares were fitted at 4096->16384 and do not carry over to this shape (which part misses is "
+    "not isolated)",
+    ("fp8-candidate", "kineto"): "+65%: same",
+    ("uncaptured-cuda-graph", "kineto"): "+40% (75% of the step promised, 54% measured): see "
+    "CHECK_OUT_OF_TOLERANCE",
+    ("unfused-attention", "kineto"): "-31% (49% promised, 71% measured): see "
+    "CHECK_OUT_OF_TOLERANCE",
 }
 
 
@@ -237,8 +243,8 @@ def test_a_rules_gain_bound_is_stated_and_not_looser_than_the_default():
 STABLE_WITH_MISSES = {
     "loader-jitter": "stable, but its gain misses on both formats of its fit capture (GAIN_MISSES)",
     "fp8-candidate": "stable, but its gain misses on both formats of the check set (CHECK_GAIN_MISSES)",
-    "uncaptured-cuda-graph": "stable, but its torch.profiler check-set estimate is 1.51x of measured "
-    "(CHECK_OUT_OF_TOLERANCE)",
+    "uncaptured-cuda-graph": "stable, but its check-set estimates are 1.34x (nsys) and 1.86x "
+    "(torch.profiler) of the 3-run measurement (CHECK_OUT_OF_TOLERANCE)",
 }
 """Rules marked stable whose validation misses somewhere (issue 35): whether to lower their status
 or fix the model is the lead's call; until then the contradiction is a visible strict xfail."""
