@@ -305,7 +305,9 @@ class Fp32Matmul(Rule):
             parts.append(f"{len(gemms) / n:.0f} FP32 GEMM/conv kernels per step without tensor "
                          f"cores take {per_step(total, steps) / 1e6:.2f} ms")
         if tf32:
-            parts.append(f"{len(tf32) / n:.0f} in TF32 (half the {half} tensor-core rate) take "
+            # said in full when it opens the message (no FP32 kernels before it)
+            what = "in TF32" if gemms else "GEMM/conv kernels per step in TF32"
+            parts.append(f"{len(tf32) / n:.0f} {what} (half the {half} tensor-core rate) take "
                          f"{per_step(tf32_ns, steps) / 1e6:.2f} ms")
         # named by where most of the time is: cuDNN runs a few FP32 convolutions among TF32 ones
         fp32_first = total >= tf32_ns
