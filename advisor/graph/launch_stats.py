@@ -96,7 +96,9 @@ def launch_stats(graph: OpGraph, steps: Sequence[Step]) -> LaunchStats | None:
     single: dict[tuple, list[int]] = defaultdict(list)
     count = 0
     for i, s in enumerate(steps):
-        for op in graph.step_ops(s):
+        # every thread of the step's process: the backward's kernels are launched by autograd's
+        # own thread
+        for op in graph.process_ops_launched_in(s.pid, s.cpu_start_ns, s.cpu_end_ns):
             if op.kind is not GpuOpKind.KERNEL:
                 continue
             count += 1

@@ -490,6 +490,17 @@ class OpGraph:
             ops.extend(self.launched(call))
         return ops
 
+    def process_ops_launched_in(self, pid: int, start_ns: int, end_ns: int) -> list[GpuOp]:
+        """GPU ops enqueued by calls made on any thread of one process inside [start_ns,
+        end_ns): a step's kernels include those its autograd thread launches for the backward
+        (on nanoGPT 2,618 of a step's 4,277), which `step_ops` (the step's own thread) leaves
+        out."""
+        ops: list[GpuOp] = []
+        for (p, tid) in self._api_by_thread:
+            if p == pid:
+                ops.extend(self.ops_launched_in(pid, tid, start_ns, end_ns))
+        return ops
+
     def step_ops(self, step: Step) -> list[GpuOp]:
         """The GPU work a step enqueued (what its host thread launched during the step)."""
         return self.ops_launched_in(step.pid, step.tid, step.cpu_start_ns, step.cpu_end_ns)

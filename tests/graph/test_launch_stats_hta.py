@@ -26,7 +26,8 @@ LAUNCH_BOUND = ROOT / "fixtures" / "scenarios" / "uncaptured-cuda-graph" / "bad"
 def _stats(path):
     a = analyze(str(path), ["gemm-shape-alignment"])
     steps = [b.step for b in a.summary.steps]
-    kernels = {o.correlation for s in steps for o in a.graph.step_ops(s)
+    kernels = {o.correlation for s in steps
+               for o in a.graph.process_ops_launched_in(s.pid, s.cpu_start_ns, s.cpu_end_ns)
                if o.kind.value == "kernel" and o.correlation is not None}
     return launch_stats(a.graph, steps), kernels
 
@@ -65,10 +66,22 @@ def test_launch_calls_and_short_kernels_match_htas_join(path):
 
 def test_htas_runtime_only_join_misses_the_driver_launches():
     """cuBLAS launches Hopper's nvjet GEMMs through ``cuLaunchKernelEx``: on the GPT-2 capture
-    a join on ``cudaLaunchKernel`` alone (HTA's) sees 1,232 of the 1,659 launched kernels."""
+    a join on ``cudaLaunchKernel`` alone (HTA's) sees 2,912 of the 4,277 launched kernels."""
     st, kernels = _stats(GPU_BOUND)
     runtime_only, _ = _raw_hta(GPU_BOUND, kernels, driver=False)
-    assert len(runtime_only) == 1232 and st.launched == 1659
+    assert len(runtime_only) == 2912 and st.launched == 4277
+
+
+def test_the_backward_threads_launches_are_counted():
+    """Autograd runs the backward on its own thread: of the GPT-2 step's 4,277 kernels its
+    training thread launches 1,659; launch statistics over that thread alone described the
+    forward and the optimizer, not the step."""
+    a = analyze(str(GPU_BOUND), ["gemm-shape-alignment"])
+    steps = [b.step for b in a.summary.steps]
+    own = sum(1 for s in steps for o in a.graph.step_ops(s) if o.kind.value == "kernel")
+    st, _ = _stats(GPU_BOUND)
+    assert own == 1659 and st.launched == 4277
+    assert st.kernels_per_step == pytest.approx(4277 / len(steps))
 
 
 def test_a_launch_bound_step_has_more_kernels_shorter_than_their_launch():
@@ -91,7 +104,8 @@ def test_single_launches_of_the_most_variable_kernels_match_the_raw_durations():
            if e.get("cat") == "kernel" and e.get("ph") == "X"}
     from advisor.graph.kernels import short_name
 
-    kernels = [o for s in steps for o in a.graph.step_ops(s) if o.kind.value == "kernel"]
+    kernels = [o for s in steps for o in a.graph.process_ops_launched_in(s.pid, s.cpu_start_ns, s.cpu_end_ns)
+               if o.kind.value == "kernel"]
     full: dict[tuple, set[str]] = {}
     for o in kernels:
         full.setdefault((short_name(o.name), o.grid), set()).add(o.name)
