@@ -128,5 +128,5 @@ def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
             f"nsys export --type sqlite -o {p.with_suffix('.sqlite').name} {p.name}"
         )
     raise UnsupportedTraceError(
-        f"{p}: not an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz)"
+        f"{p}: not an Nsight Systems SQLite export or a torch.profiler trace (.json/.json.gz/.json.xz)"
     )

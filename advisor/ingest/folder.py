@@ -15,14 +15,15 @@ skipped: a named file that is not a trace is an error, as for a single trace.
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 from advisor.errors import InputError
-from advisor.ingest.input_file import GZIP_MAGIC, CappedReader, read_head
+from advisor.ingest.compression import MAGIC_BYTES, UNPACK_ERRORS, codec_of
+from advisor.ingest.input_file import CappedReader, read_head
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite3", ".db", ".sqlite.gz")
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.xz", ".sqlite", ".sqlite3", ".db", ".sqlite.gz",
+                  ".sqlite.xz")
 SNIFF_BYTES = 1 << 20
 """How much of a JSON file (decompressed) is read to find `traceEvents`: Kineto writes its
 metadata (schema, device properties, distributed info) first, a few kilobytes in real traces."""
@@ -48,12 +49,12 @@ def has_trace_suffix(path: Path) -> bool:
 def _json_head(path: Path) -> bytes | None:
     """Up to `SNIFF_BYTES` of the file's JSON text (decompressed), or None when unreadable."""
     try:
-        if read_head(path, 2) == GZIP_MAGIC:
+        if codec_of(read_head(path, MAGIC_BYTES)):
             with CappedReader(path) as f:
                 return f.read(SNIFF_BYTES)
         with path.open("rb") as f:
             return f.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error, InputError):
+    except (OSError, *UNPACK_ERRORS, InputError):
         return None
 
 
@@ -73,7 +74,7 @@ def skip_reason(path: Path) -> str | None:
     SQLite-named files are always read (the reader names a bad one). A JSON file is a trace when
     `traceEvents` appears in its head; one that cannot be read at all (corrupt, truncated gzip)
     is read too, so its error names it rather than it being skipped in silence."""
-    if not path.name.lower().endswith((".json", ".json.gz")):
+    if not path.name.lower().endswith((".json", ".json.gz", ".json.xz")):
         return None
     head = _json_head(path)
     if head is None or not head.strip() or b'"traceEvents"' in head:

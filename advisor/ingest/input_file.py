@@ -5,7 +5,8 @@ so these hold for all of them:
 
 * Only regular files are read: a FIFO or a device would block forever or never end; a path
   too long, or in a directory we cannot search, is a one-line error, not a traceback.
-* gzip is decompressed through `CappedReader`: a small ``.gz`` cannot unpack to gigabytes
+* gzip and xz are decompressed through `CappedReader` (the codec told by the file's first
+  bytes, `advisor.ingest.compression`): a small ``.gz`` or ``.xz`` cannot unpack to gigabytes
   (a decompression bomb, or one 400 MB string in a few hundred kB). The cap is on size
   (``LoadOptions.max_unpacked_bytes``, ``--max-unpacked``) and on ratio: beyond a floor, more
   than ``max_unpack_ratio`` times the compressed size is refused. Real traces compress 5-31x
@@ -16,7 +17,6 @@ so these hold for all of them:
 from __future__ import annotations
 
 import errno
-import gzip
 import math
 import os
 import stat
@@ -25,8 +25,15 @@ from pathlib import Path
 from typing import IO
 
 from advisor.errors import InputError, TraceFormatError
+from advisor.ingest.compression import (
+    GZIP_MAGIC,
+    MAGIC_BYTES,
+    UNPACK_ERRORS,
+    codec_of,
+    open_unpacked,
+    unpack_error,
+)
 
-GZIP_MAGIC = b"\x1f\x8b"
 GIB = 1 << 30
 RATIO_FLOOR_BYTES = 256 << 20  # below this much output, any ratio is fine (tiny, sparse files)
 
@@ -95,7 +102,8 @@ def read_head(path: Path, n: int) -> bytes:
 
 
 class CappedReader:
-    """A gzip stream's decompressed bytes that refuses to go past the caps."""
+    """A gzip or xz stream's decompressed bytes that refuses to go past the caps (a file that
+    is neither is read as gzip, whose reader then names it corrupt)."""
 
     def __init__(self, path: Path, limits: UnpackLimits | None = None) -> None:
         limits = limits or UnpackLimits()
@@ -107,7 +115,8 @@ class CappedReader:
         self.limits = limits
         self.produced = 0
         try:
-            self._gz: IO[bytes] = gzip.open(path, "rb")  # noqa: SIM115 (closed by close())
+            self.codec = codec_of(read_head(path, MAGIC_BYTES)) or "gzip"
+            self._gz: IO[bytes] = open_unpacked(path, self.codec)
         except OSError as e:
             raise InputError(f"{path}: cannot read ({e.strerror or e})") from e
 
@@ -141,16 +150,18 @@ def is_gzip(path: Path) -> bool:
 
 def copy_unpacked(path: Path, dest: Path, limits: UnpackLimits | None = None) -> None:
     """Decompress ``path`` into ``dest`` within the caps; disk errors are one-line errors."""
-    import zlib
-
+    codec = "gzip"
     try:
         with CappedReader(path, limits) as src, dest.open("wb") as dst:
+            codec = src.codec
             while True:
                 chunk = src.read(1 << 20)
                 if not chunk:
                     break
                 dst.write(chunk)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+    except UNPACK_ERRORS as e:
+        if codec == "xz":
+            raise unpack_error(path, codec, e) from e
         raise TraceFormatError(f"{path}: truncated or corrupt gzip file") from e
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import zlib
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 
 from advisor.errors import InputError
 from advisor.graph.model import SAMPLED, CpuRange, OpGraph, RangeSource, StepSource
+from advisor.ingest.compression import UNPACK_ERRORS
 from advisor.ingest.input_file import CappedReader, UnpackLimits
 
 STACKS_FILE = "pystacks_{tag}.json.gz"
@@ -103,7 +103,7 @@ def read_samples(path: Path) -> Samples:
     try:
         with CappedReader(path, LIMITS) as f:
             doc = json.loads(f.read())
-    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:
+    except (OSError, *UNPACK_ERRORS, ValueError, RecursionError) as e:
         raise InputError(f"{path.name}: not a readable samples file ({e})") from e
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != 1:
         raise InputError(f"{path.name}: not an advisor pystacks file (version 1)")

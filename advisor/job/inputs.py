@@ -32,7 +32,7 @@ def expand_inputs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Skipped
             skipped += left
             if not found:
                 what = f" ({skipped_note(left)})" if left else ""
-                raise InputError(f"{p}: a folder with no trace files (*.json, *.json.gz, *.sqlite)"
+                raise InputError(f"{p}: a folder with no trace files (*.json, *.json.gz, *.json.xz, *.sqlite)"
                                  f"{what}")
             out.extend(found)
         elif p.exists():

@@ -32,7 +32,6 @@ import contextlib
 import functools
 import os
 import tempfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from advisor.graph.api_names import is_launch, may_block
 from advisor.graph.step_pattern import compile_step_pattern
 from advisor.graph.steps import matches_step, phase_of
 from advisor.ingest.base import LoadOptions
+from advisor.ingest.compression import MAGIC_BYTES, UNPACK_ERRORS, codec_of
 from advisor.ingest.input_file import CappedReader, check_regular
 from advisor.ingest.nsys.export_file import gzipped_sqlite
 from advisor.ingest.nsys.schema import SQLITE_MAGIC
@@ -62,7 +62,6 @@ _GPU = frozenset({"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "cud
                   "cuda_profiler_range"})
 _API = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
 _RANGES = frozenset({"cpu_op", "operator", "user_annotation", "python_function"})
-_GZIP = b"\x1f\x8b"
 
 if msgspec is not None:
     class _Args(msgspec.Struct):
@@ -113,11 +112,11 @@ def _read(path: Path, options: LoadOptions) -> bytes | None:
     (told by its first bytes: it was decompressed whole before, 40 ms a 4 MB export)."""
     check_regular(path)
     with path.open("rb") as f:
-        head = f.read(len(SQLITE_MAGIC))
-    gz = head.startswith(_GZIP)
-    if head == SQLITE_MAGIC or (gz and gzipped_sqlite(path)):
+        head = f.read(max(len(SQLITE_MAGIC), MAGIC_BYTES))
+    packed = codec_of(head) is not None
+    if head.startswith(SQLITE_MAGIC) or (packed and gzipped_sqlite(path)):
         return None
-    if gz:
+    if packed:
         with CappedReader(path, options.unpack_limits) as f:
             data = f.read(MAX_SLIM_BYTES + 1)
     else:
@@ -200,7 +199,7 @@ def slim_copy(path: str | Path, options: LoadOptions) -> Iterator[Path | None]:
         try:
             data = _read(path, options)
             doc = _slim_document(data, options) if data else None
-        except (msgspec.DecodeError, msgspec.ValidationError, OSError, EOFError, zlib.error,
+        except (msgspec.DecodeError, msgspec.ValidationError, OSError, *UNPACK_ERRORS,
                 AdvisorError, AttributeError, TypeError, KeyError, ValueError):
             doc = None  # the ordinary loader reads it and says what is wrong, if anything
     if doc is None:

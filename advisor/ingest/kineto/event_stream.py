@@ -1,4 +1,4 @@
-"""Read a torch.profiler Chrome trace (``.json`` or ``.json.gz``) one event at a time.
+"""Read a torch.profiler Chrome trace (``.json``, ``.json.gz``, ``.json.xz``) one event at a time.
 
 Kineto traces reach hundreds of megabytes. Parsing the whole document at once holds the text and
 every event dict together, several times the file's size; here the decompressed text is read in
@@ -15,7 +15,7 @@ Hostile input is bounded here, at the boundary: integers are kept as text past 4
 floats are; `us_to_ns` and the mapper's type checks then treat them as invalid, instead of
 Python's int parser taking quadratic time or refusing past 4,300 digits), one JSON value may
 not exceed `MAX_VALUE_CHARS` (no Kineto event comes near; a 400 MB string would otherwise be
-held whole), nesting deeper than the C scanner's recursion is a one-line error, and gzip input
+held whole), nesting deeper than the C scanner's recursion is a one-line error, and gzip or xz input
 is decompressed within the caps of `advisor.ingest.input_file`.
 """
 
@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import codecs
 import functools
-import gzip
 import json
 import re
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -34,9 +32,9 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 
 from advisor.errors import InputError, TraceFormatError, UnsupportedTraceError
+from advisor.ingest.compression import MAGIC_BYTES, UNPACK_ERRORS, codec_of, unpack_error
 from advisor.ingest.input_file import CappedReader, UnpackLimits, check_regular
 
-GZIP_MAGIC = b"\x1f\x8b"
 CHUNK_BYTES = 1 << 22  # 4 MiB of input per read: large enough that per-chunk work is noise
 MAX_VALUE_CHARS = 64 << 20  # one event (or top-level value) of the trace, as text
 MAX_INT_DIGITS = 40  # longer integer literals stay text: no timestamp or id has more
@@ -83,11 +81,11 @@ def looks_like_json(head: bytes) -> bool:
 
 
 def gzip_head(path: Path, n: int = 256) -> bytes:
-    """The first decompressed bytes of a gzip file, or b"" when they cannot be read."""
+    """The first decompressed bytes of a gzip (or xz) file, or b"" when they cannot be read."""
     try:
         with CappedReader(path) as f:
             return f.read(n)
-    except (OSError, EOFError, zlib.error, InputError):
+    except (OSError, *UNPACK_ERRORS, InputError):
         return b""
 
 
@@ -141,7 +139,7 @@ class _TextReader:
         self.path = path
         self._raw = raw
         self._chunk_bytes = chunk_bytes
-        self.is_gzip = isinstance(raw, CappedReader)
+        self.codec = raw.codec if isinstance(raw, CappedReader) else None
         self._started = False  # text was decoded: bad bytes now mean a corrupt trace
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.buf = ""
@@ -158,12 +156,8 @@ class _TextReader:
         try:
             data = self._raw.read(self._chunk_bytes)
             text = self._decoder.decode(data, final=not data)
-        except EOFError as e:  # gzip stream cut short
-            raise TraceFormatError(
-                f"{self.path}: truncated gzip file (the compressed data ends early)"
-            ) from e
-        except (gzip.BadGzipFile, zlib.error) as e:
-            raise TraceFormatError(f"{self.path}: corrupt gzip data ({e})") from e
+        except UNPACK_ERRORS as e:  # gzip or xz stream cut short or corrupt
+            raise unpack_error(self.path, self.codec or "gzip", e) from e
         except UnicodeDecodeError as e:
             if not self._started and not looks_like_json(data[:256]):
                 raise self.not_json() from e
@@ -182,7 +176,7 @@ class _TextReader:
         return bool(data) or bool(text)
 
     def not_json(self) -> UnsupportedTraceError:
-        what = "a gzip file that does not hold JSON" if self.is_gzip else "not JSON"
+        what = f"a {self.codec} file that does not hold JSON" if self.codec else "not JSON"
         return UnsupportedTraceError(f"{self.path}: {what}, so not a torch.profiler trace")
 
     def peek(self) -> str | None:
@@ -335,12 +329,12 @@ class _TextReader:
 
 
 def open_binary(path: Path, limits: UnpackLimits | None = None) -> IO[bytes] | CappedReader:
-    """The file's bytes, decompressed (within the caps) when it is gzip; opened read-only."""
+    """The file's bytes, decompressed (within the caps) when it is gzip or xz; read-only."""
     check_regular(path)
     try:
         with path.open("rb") as f:
-            magic = f.read(2)
-        return CappedReader(path, limits) if magic == GZIP_MAGIC else path.open("rb")
+            magic = f.read(MAGIC_BYTES)
+        return CappedReader(path, limits) if codec_of(magic) else path.open("rb")
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror or e})") from e
 

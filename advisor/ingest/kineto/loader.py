@@ -1,4 +1,4 @@
-"""torch.profiler / Kineto Chrome traces (``.json``, ``.json.gz``) -> `OpGraph`.
+"""torch.profiler / Kineto Chrome traces (``.json``, ``.json.gz``, ``.json.xz``) -> `OpGraph`.
 
 One pass streams the events (`event_stream`) through `event_mapper.EventMapper`; then this
 module settles what needs the whole file:
@@ -33,10 +33,10 @@ from advisor.graph.model import ApiCall, GpuInfo, GpuOp, OpGraph, Step, SyncWait
 from advisor.graph.step_pattern import compile_step_pattern
 from advisor.graph.steps import steps_from_ranges
 from advisor.ingest.base import LoadOptions, TraceSource
+from advisor.ingest.compression import codec_of
 from advisor.ingest.input_file import UnpackLimits
 from advisor.ingest.kineto.event_mapper import Collected, EventMapper, clean_text
 from advisor.ingest.kineto.event_stream import (
-    GZIP_MAGIC,
     TraceDocument,
     gzip_head,
     iter_event_batches,
@@ -52,8 +52,9 @@ class ChromeTraceSource(TraceSource):
 
     @classmethod
     def sniff(cls, path: Path, head: bytes) -> bool:
-        """JSON text, or gzip holding JSON (or named ``*.json.gz``, so a bad one gets our error)."""
-        if head.startswith(GZIP_MAGIC):
+        """JSON text, or gzip/xz holding JSON (or named ``*.json.gz``/``*.json.xz``, so a bad one
+        gets our error)."""
+        if codec_of(head):
             return ".json" in path.suffixes or looks_like_json(gzip_head(path))
         return looks_like_json(head)
 

@@ -1,48 +1,50 @@
-"""Open an Nsight Systems SQLite export safely: read-only, checked, gzip allowed.
+"""Open an Nsight Systems SQLite export safely: read-only, checked, gzip or xz allowed.
 
 SQLite reads pages lazily, so a truncated file can open fine and fail halfway through a
 query with "database disk image is malformed". The header says how many pages the file should
 have; checking it up front turns that into one plain sentence before any work is done.
-Exports are often shipped gzipped (``nsys.sqlite.gz``); SQLite cannot read those in place, so
-they are streamed into a private temporary file, never next to the input.
+Exports are often shipped gzipped (``nsys.sqlite.gz``) or xz-compressed (``nsys.sqlite.xz``);
+SQLite cannot read those in place, so they are streamed into a private temporary file, never
+next to the input.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gzip
 import sqlite3
 import tempfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
 from advisor.errors import InputError, TraceFormatError
+from advisor.ingest.compression import MAGIC_BYTES, UNPACK_ERRORS, codec_of, unpacked_head
 from advisor.ingest.input_file import UnpackLimits, copy_unpacked, read_head
 from advisor.ingest.nsys.schema import SQLITE_MAGIC
 
-GZIP_MAGIC = b"\x1f\x8b"
 _HEADER_BYTES = 100
 
 
 def is_gzip(head: bytes) -> bool:
-    return head.startswith(GZIP_MAGIC)
+    """True for a compressed file's head: gzip or xz (the name predates xz)."""
+    return codec_of(head) is not None
 
 
 def gzipped_sqlite(path: Path) -> bool:
-    """True for a gzip file whose content starts like an SQLite database."""
+    """True for a gzip or xz file whose content starts like an SQLite database."""
     try:
-        with gzip.open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except (OSError, EOFError, zlib.error):
+        codec = codec_of(read_head(path, MAGIC_BYTES))
+        if codec is None:
+            return False
+        return unpacked_head(path, codec, len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except (OSError, *UNPACK_ERRORS, InputError):
         return False
 
 
 @contextlib.contextmanager
 def materialized(path: Path, limits: UnpackLimits | None = None) -> Iterator[Path]:
-    """The path SQLite can open: the file itself, or a temporary un-gzipped copy (within the
+    """The path SQLite can open: the file itself, or a temporary unpacked copy (within the
     caps of `advisor.ingest.input_file`)."""
-    if not is_gzip(read_head(path, 2)):
+    if not is_gzip(read_head(path, MAGIC_BYTES)):
         yield path
         return
     try:

@@ -75,7 +75,7 @@ _SYNC_KIND_BY_API = {
 
 
 class NsysSqliteSource(TraceSource):
-    """Nsight Systems SQLite exports, plain or gzipped, schema 2.9 to 3.25."""
+    """Nsight Systems SQLite exports, plain, gzipped or xz-compressed, schema 2.9 to 3.25."""
 
     format = FORMAT
 
