@@ -23,7 +23,7 @@ from tests.cli.test_errors import assert_one_line_error, run
 
 ROOT = Path(__file__).resolve().parents[2]
 NSYS = ROOT / "advisor" / "examples" / "h100-host-sync.sqlite.gz"
-KINETO = ROOT / "fixtures" / "scenarios" / "fp32-matmul" / "bad" / "trace.json.xz"
+KINETO = ROOT / "fixtures" / "scenarios" / "fp32-matmul" / "bad" / "trace.json.gz"
 
 
 def _plain(path: Path) -> bytes:
