@@ -167,22 +167,11 @@ class EventMapper:
     def __init__(self) -> None:
         self.out = Collected()
         self._strings: dict[str, str] = {}  # one copy of each name: kernel names repeat a lot
-        self._handlers: dict[str, Callable[[int, dict[str, Any], int, int], None]] = {
-            "cuda_runtime": self._runtime,
-            "runtime": self._runtime,
-            "cuda_driver": self._driver,
-            "kernel": self._kernel,
-            "gpu_memcpy": self._memcpy,
-            "memcpy": self._memcpy,
-            "gpu_memset": self._memset,
-            "memset": self._memset,
-            "cpu_op": self._operator,
-            "operator": self._operator,
-            "user_annotation": self._annotation,
-            "python_function": self._python,
-            "cuda_sync": self._sync,
-        }
-        self._by_category: dict[str, Any] = {}  # the trace's spelling -> `_resolve`'s answer
+        # the trace's spelling -> `_resolve`'s answer: a handler (a plain function of the class,
+        # called with the mapper: a bound method kept here would be a reference cycle, which
+        # held every event mapped until Python's next full collection, issue #39), a count key
+        # or None
+        self._by_category: dict[str, Any] = {}
         self._shape_cache: dict[str, Any] = {}
         self._api_names: dict[str, str] = {}  # a call's name as written -> normalised, interned
         self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -238,9 +227,9 @@ class EventMapper:
             duration = int(digits)
         else:
             duration = us_to_ns(dur) or 0
-        handler(index, event, start, start + max(duration, 0))
+        handler(self, index, event, start, start + max(duration, 0))
 
-    def _resolve(self, cat: str) -> Callable[[int, dict[str, Any], int, int], None] | str | None:
+    def _resolve(self, cat: str) -> Handler | str | None:
         """Where events of category ``cat`` (as the trace spells it; compared lower-cased) go:
         a handler, a count key (GPU-side copies of CPU annotations, profiler ranges), or None."""
         lowered = cat.lower()
@@ -248,7 +237,7 @@ class EventMapper:
             return "gpu_annotations"
         if lowered == "cuda_profiler_range":
             return "profiler_ranges"
-        return self._handlers.get(lowered)
+        return _HANDLERS.get(lowered)
 
     # ----- metadata ------------------------------------------------------------------------
 
@@ -431,3 +420,22 @@ class EventMapper:
         ))
         self.out.gpu_rows.add(row_pid)
         self.out.counts["syncs"] += 1
+
+
+Handler = Callable[[EventMapper, int, dict[str, Any], int, int], None]
+_HANDLERS: dict[str, Handler] = {
+    "cuda_runtime": EventMapper._runtime,
+    "runtime": EventMapper._runtime,
+    "cuda_driver": EventMapper._driver,
+    "kernel": EventMapper._kernel,
+    "gpu_memcpy": EventMapper._memcpy,
+    "memcpy": EventMapper._memcpy,
+    "gpu_memset": EventMapper._memset,
+    "memset": EventMapper._memset,
+    "cpu_op": EventMapper._operator,
+    "operator": EventMapper._operator,
+    "user_annotation": EventMapper._annotation,
+    "python_function": EventMapper._python,
+    "cuda_sync": EventMapper._sync,
+}
+"""Category (lower-cased) -> its handler, unbound: the mapper holds no reference to itself."""
