@@ -369,31 +369,36 @@ class EventMapper:
     # ----- device side ---------------------------------------------------------------------
 
     def _gpu_op(self, index: int, event: dict[str, Any], start: int, end: int,
-                kind: GpuOpKind) -> GpuOp:
-        args = event.get("args") or {}
-        row_pid = as_int_id(event.get("pid", 0))
-        device = args.get("device")
-        stream = args.get("stream")
-        correlation = args.get("correlation")
-        op = GpuOp(
-            id=index, kind=kind, name=self._intern(event.get("name", "")), start_ns=start,
-            end_ns=end, device=device if type(device) is int else row_pid,
-            stream=stream if type(stream) is int else as_int_id(event.get("tid", 0)),
-            pid=row_pid, correlation=correlation if type(correlation) is int else None,
-        )
+                kind: GpuOpKind, args: dict[str, Any] | None = None) -> GpuOp:
+        # A trace's second most common event: the op built positionally, the pid's and the
+        # name's common cases inlined (`as_int_id`, `_intern`), ``args`` read once with
+        # `_kernel`'s (issue #39: a rank of a job is mostly GPU ops and their launches).
+        if args is None:
+            args = event.get("args") or {}
+        pid = event.get("pid", 0)
+        row_pid = pid if type(pid) is int else as_int_id(pid)
+        name = event.get("name", "")  # a str, bounded: `validated`
+        interned = self._strings.get(name)
+        if interned is None:
+            interned = self._intern(name)
+        device, stream, correlation = args.get("device"), args.get("stream"), args.get("correlation")
+        op = GpuOp(index, kind, interned, start, end,
+                   device if type(device) is int else row_pid,
+                   stream if type(stream) is int else as_int_id(event.get("tid", 0)),
+                   row_pid, correlation if type(correlation) is int else None)
         self.out.gpu_ops.append(op)
         self.out.gpu_rows.add(row_pid)
         return op
 
     def _kernel(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        op = self._gpu_op(index, event, start, end, GpuOpKind.KERNEL)
         args = event.get("args") or {}
+        op = self._gpu_op(index, event, start, end, GpuOpKind.KERNEL, args)
         op.grid, op.block = _dim3(args.get("grid")), _dim3(args.get("block"))
         self.out.counts["kernels"] += 1
 
     def _memcpy(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMCPY)
         args = event.get("args") or {}
+        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMCPY, args)
         match = _COPY_KIND.search(op.name) or _COPY_KIND.search(str(args.get("kind", "")))
         op.copy_kind = match.group(1) if match else ""
         op.host_memory = _host_memory(op.name)
@@ -401,8 +406,8 @@ class EventMapper:
         self.out.counts["memcpys"] += 1
 
     def _memset(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET)
         args = event.get("args") or {}
+        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET, args)
         op.bytes = _byte_count(args.get("bytes"))
         self.out.counts["memsets"] += 1
 
