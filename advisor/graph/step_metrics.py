@@ -56,7 +56,12 @@ class KernelUse:
 def geometry(op: GpuOp) -> str | None:
     if op.grid is None or op.block is None:
         return None
-    return "x".join(map(str, op.grid)) + "/" + "x".join(map(str, op.block))
+    return geometry_text(op.grid, op.block)
+
+
+def geometry_text(grid: tuple[int, ...], block: tuple[int, ...]) -> str:
+    """A launch's grid and block as text ("128x1x1/256x1x1"): one-to-one with the pair."""
+    return "x".join(map(str, grid)) + "/" + "x".join(map(str, block))
 
 
 def op_signature(name: str, shapes: tuple | None) -> str:

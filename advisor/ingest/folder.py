@@ -46,16 +46,41 @@ def has_trace_suffix(path: Path) -> bool:
     return path.name.lower().endswith(TRACE_SUFFIXES)
 
 
+TRACE_KEY = b'"traceEvents"'
+_FIRST_READ = 64 << 10
+
+
 def _json_head(path: Path) -> bytes | None:
-    """Up to `SNIFF_BYTES` of the file's JSON text (decompressed), or None when unreadable."""
+    """The file's JSON text (decompressed) up to `TRACE_KEY` when it comes within
+    `SNIFF_BYTES`, else up to `SNIFF_BYTES`; None when unreadable. Read in growing pieces and
+    no further than the key: a job folder of 1,024 torch.profiler ranks was sniffed a whole
+    MiB a file (a gzip member decompressed in the job's first, serial second), where Kineto
+    writes the key after a few kilobytes (issue #39)."""
     try:
         if codec_of(read_head(path, MAGIC_BYTES)):
             with CappedReader(path) as f:
-                return f.read(SNIFF_BYTES)
+                return _head_to_key(f)
         with path.open("rb") as f:
-            return f.read(SNIFF_BYTES)
+            return _head_to_key(f)
     except (OSError, *UNPACK_ERRORS, InputError):
         return None
+
+
+def _head_to_key(f) -> bytes:
+    """What ``f.read(SNIFF_BYTES)`` gives, or its part up to and including `TRACE_KEY` when the
+    key lies inside it (`skip_reason` then reads nothing more of it)."""
+    head = b""
+    size = _FIRST_READ
+    while len(head) < SNIFF_BYTES:
+        piece = f.read(min(size, SNIFF_BYTES - len(head)))
+        if not piece:
+            break
+        start = max(0, len(head) - len(TRACE_KEY) + 1)  # a key split between two pieces
+        head += piece
+        if head.find(TRACE_KEY, start) >= 0:
+            break
+        size *= 2
+    return head
 
 
 def _is_own(path: Path, head: bytes) -> bool:
@@ -77,7 +102,7 @@ def skip_reason(path: Path) -> str | None:
     if not path.name.lower().endswith((".json", ".json.gz", ".json.xz")):
         return None
     head = _json_head(path)
-    if head is None or not head.strip() or b'"traceEvents"' in head:
+    if head is None or not head.strip() or TRACE_KEY in head:
         return None
     if _is_own(path, head):
         return "advisor's own file"

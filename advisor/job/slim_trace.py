@@ -125,37 +125,36 @@ def _read(path: Path, options: LoadOptions) -> bytes | None:
     return None if len(data) > MAX_SLIM_BYTES else data.removeprefix(codecs.BOM_UTF8)
 
 
-def _kept_events(raws: list[Any], events: list[Any],
-                 options: LoadOptions) -> tuple[list[Any], bool]:
-    """The events to keep (raw slices), and whether any range is a step. Range names repeat
+def _kept_events(events: list[Any], options: LoadOptions) -> tuple[list[int], bool]:
+    """The indexes of the events to keep, and whether any range is a step. Range names repeat
     (every step runs the same operators), so each name is judged once."""
     wanted = SummaryEvents(options.step_pattern)
     gpu_correlations = {e.args.correlation for e in events
                         if e.args is not None and isinstance(e.cat, str) and e.cat.lower() in _GPU}
     judged: dict[str, tuple[bool, bool]] = {}  # range name -> (keep, is a step)
-    kept: list[Any] = []
+    kept: list[int] = []
     has_steps = False
-    for raw, e in zip(raws, events):
+    for i, e in enumerate(events):
         if e.ph == "M":
-            kept.append(raw)
+            kept.append(i)
             continue
         if e.ph != "X" or not isinstance(e.cat, str):
             continue
         cat = e.cat.lower()
         if cat in _GPU:
-            kept.append(raw)
+            kept.append(i)
         elif cat in _API:
             name = e.name if isinstance(e.name, str) else ""
             corr = e.args.correlation if e.args is not None else None
             if wanted.keeps_call(name) or (
                     corr is not None and corr in gpu_correlations) or _long(e.dur):
-                kept.append(raw)
+                kept.append(i)
         elif cat in _RANGES and isinstance(e.name, str):
             verdict = judged.get(e.name)
             if verdict is None:
                 verdict = judged[e.name] = wanted.judge_range(e.name)
             if verdict[0]:
-                kept.append(raw)
+                kept.append(i)
             has_steps = has_steps or verdict[1]
     return kept, has_steps
 
@@ -172,15 +171,16 @@ def _slim_document(data: bytes, options: LoadOptions) -> bytes | None:
     top = _TOP.decode(data)
     if "traceEvents" not in top:
         return None
+    events = _EVENTS.decode(top["traceEvents"])
+    if not events:
+        return None
+    keep, has_steps = _kept_events(events, options)
+    if not has_steps or len(keep) == len(events):
+        return None  # no steps, or nothing to cut: the original file is as quick to read
+    # the events' raw slices only now that some are cut (a second pass over the list: a rank
+    # whose every event the summary reads, the 2-GPU DDP job's, costs one pass, not two)
     raws = _LIST.decode(top["traceEvents"])
-    if not raws:
-        return None
-    kept, has_steps = _kept_events(raws, _EVENTS.decode(top["traceEvents"]), options)
-    if not has_steps:
-        return None
-    if len(kept) == len(raws):
-        return None  # nothing to cut: the original file is as quick to read
-    parts = [b'{"traceEvents":[', b",".join(bytes(r) for r in kept), b"]"]
+    parts = [b'{"traceEvents":[', b",".join(bytes(raws[i]) for i in keep), b"]"]
     for key, value in top.items():
         if key != "traceEvents":
             parts += [b",", msgspec.json.encode(key), b":", bytes(value)]

@@ -150,7 +150,8 @@ def summarize_graph(graph: OpGraph, order: int = 0) -> list[RankSummary]:
         devices = Counter(o.device for o in ops)
         device = devices.most_common(1)[0][0] if devices else None
         gpu = next((g.name for g in graph.info.gpus if g.device == device), "")
-        summaries = [_step(graph, s, pid, ops, waits.get(pid, [])) for s in own or []]
+        starts = [o.start_ns for o in ops]  # once per rank, not per step (ops are by start)
+        summaries = [_step(graph, s, pid, ops, starts, waits.get(pid, [])) for s in own or []]
         rank = graph.info.rank if len(pids) == 1 else None
         out.append(RankSummary(
             path=graph.info.path, pid=pid, device=device, gpu=gpu, metadata_rank=rank,
@@ -281,11 +282,10 @@ def _overlap_with(merged: list[tuple[int, int]]) -> Callable[[int, int], int]:
     return lambda s, e: upto(e) - upto(s) if e > s else 0
 
 
-def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp],
+def _step(graph: OpGraph, step: Step, pid: int, ops: list[GpuOp], starts: list[int],
           waits: list[tuple[int, int]]) -> StepSummary:
     lo = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
     hi = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
-    starts = [o.start_ns for o in ops]
     inside = ops[bisect_left(starts, lo):bisect_left(starts, hi)]
     is_comm = [is_communication(o) for o in inside]  # asked once an op (three uses below)
     comm = [o for o, c in zip(inside, is_comm) if c]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from advisor.graph.kernels import classify
 from advisor.graph.model import GpuOp, GpuOpKind, Step
-from advisor.graph.step_metrics import geometry
+from advisor.graph.step_metrics import geometry_text
 
 if TYPE_CHECKING:
     from advisor.gate.job import JobGateInput
@@ -53,24 +53,31 @@ def rank_workload(steps: Sequence[Step], ops: Sequence[GpuOp]) -> RankWorkload:
     starts = [o.start_ns for o in ops]
     counts: dict[str, int] = defaultdict(int)
     categories: dict[str, str] = {}
-    shapes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    # launches per (grid, block): each distinct geometry is written as text once, at the end
+    # (`step_metrics.geometry` per launch was a fifth of a rank's workload; the text is one-to-one with the
+    # pair, so the counts and their order are the same)
+    launches: dict[str, dict[tuple, int]] = defaultdict(lambda: defaultdict(int))
+    kinds = (GpuOpKind.KERNEL, GpuOpKind.GRAPH)
     for step in steps:
         lo = step.gpu_start_ns if step.gpu_start_ns is not None else step.cpu_start_ns
         hi = step.gpu_end_ns if step.gpu_end_ns is not None else step.cpu_end_ns
         for o in ops[bisect_left(starts, lo):bisect_left(starts, hi)]:
-            if o.kind not in (GpuOpKind.KERNEL, GpuOpKind.GRAPH):
+            if o.kind not in kinds:
                 continue
-            counts[o.name] += 1
-            if o.name not in categories:
-                categories[o.name] = classify(o).value
-            shape = geometry(o)
-            if shape is not None:
-                shapes[o.name][shape] += 1
+            name = o.name
+            counts[name] += 1
+            if name not in categories:
+                categories[name] = classify(o).value
+            if o.grid is not None and o.block is not None:
+                launches[name][(o.grid, o.block)] += 1
     n = len(steps)
     kept = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:MAX_KERNEL_KEYS]
-    kernels = tuple((name, categories[name], count / n,
-                     tuple((g, c / n) for g, c in sorted(shapes[name].items())))
-                    for name, count in kept)
+
+    def shapes(name: str) -> tuple[tuple[str, float], ...]:
+        text = {geometry_text(g, b): c for (g, b), c in launches[name].items()}
+        return tuple((g, c / n) for g, c in sorted(text.items()))
+
+    kernels = tuple((name, categories[name], count / n, shapes(name)) for name, count in kept)
     return RankWorkload(kernels)
 
 

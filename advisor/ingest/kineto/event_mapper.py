@@ -167,22 +167,11 @@ class EventMapper:
     def __init__(self) -> None:
         self.out = Collected()
         self._strings: dict[str, str] = {}  # one copy of each name: kernel names repeat a lot
-        self._handlers: dict[str, Callable[[int, dict[str, Any], int, int], None]] = {
-            "cuda_runtime": self._runtime,
-            "runtime": self._runtime,
-            "cuda_driver": self._driver,
-            "kernel": self._kernel,
-            "gpu_memcpy": self._memcpy,
-            "memcpy": self._memcpy,
-            "gpu_memset": self._memset,
-            "memset": self._memset,
-            "cpu_op": self._operator,
-            "operator": self._operator,
-            "user_annotation": self._annotation,
-            "python_function": self._python,
-            "cuda_sync": self._sync,
-        }
-        self._by_category: dict[str, Any] = {}  # the trace's spelling -> `_resolve`'s answer
+        # the trace's spelling -> `_resolve`'s answer: a handler (a plain function of the class,
+        # called with the mapper: a bound method kept here would be a reference cycle, which
+        # held every event mapped until Python's next full collection, issue #39), a count key
+        # or None
+        self._by_category: dict[str, Any] = {}
         self._shape_cache: dict[str, Any] = {}
         self._api_names: dict[str, str] = {}  # a call's name as written -> normalised, interned
         self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
@@ -238,9 +227,9 @@ class EventMapper:
             duration = int(digits)
         else:
             duration = us_to_ns(dur) or 0
-        handler(index, event, start, start + max(duration, 0))
+        handler(self, index, event, start, start + max(duration, 0))
 
-    def _resolve(self, cat: str) -> Callable[[int, dict[str, Any], int, int], None] | str | None:
+    def _resolve(self, cat: str) -> Handler | str | None:
         """Where events of category ``cat`` (as the trace spells it; compared lower-cased) go:
         a handler, a count key (GPU-side copies of CPU annotations, profiler ranges), or None."""
         lowered = cat.lower()
@@ -248,7 +237,7 @@ class EventMapper:
             return "gpu_annotations"
         if lowered == "cuda_profiler_range":
             return "profiler_ranges"
-        return self._handlers.get(lowered)
+        return _HANDLERS.get(lowered)
 
     # ----- metadata ------------------------------------------------------------------------
 
@@ -380,31 +369,36 @@ class EventMapper:
     # ----- device side ---------------------------------------------------------------------
 
     def _gpu_op(self, index: int, event: dict[str, Any], start: int, end: int,
-                kind: GpuOpKind) -> GpuOp:
-        args = event.get("args") or {}
-        row_pid = as_int_id(event.get("pid", 0))
-        device = args.get("device")
-        stream = args.get("stream")
-        correlation = args.get("correlation")
-        op = GpuOp(
-            id=index, kind=kind, name=self._intern(event.get("name", "")), start_ns=start,
-            end_ns=end, device=device if type(device) is int else row_pid,
-            stream=stream if type(stream) is int else as_int_id(event.get("tid", 0)),
-            pid=row_pid, correlation=correlation if type(correlation) is int else None,
-        )
+                kind: GpuOpKind, args: dict[str, Any] | None = None) -> GpuOp:
+        # A trace's second most common event: the op built positionally, the pid's and the
+        # name's common cases inlined (`as_int_id`, `_intern`), ``args`` read once with
+        # `_kernel`'s (issue #39: a rank of a job is mostly GPU ops and their launches).
+        if args is None:
+            args = event.get("args") or {}
+        pid = event.get("pid", 0)
+        row_pid = pid if type(pid) is int else as_int_id(pid)
+        name = event.get("name", "")  # a str, bounded: `validated`
+        interned = self._strings.get(name)
+        if interned is None:
+            interned = self._intern(name)
+        device, stream, correlation = args.get("device"), args.get("stream"), args.get("correlation")
+        op = GpuOp(index, kind, interned, start, end,
+                   device if type(device) is int else row_pid,
+                   stream if type(stream) is int else as_int_id(event.get("tid", 0)),
+                   row_pid, correlation if type(correlation) is int else None)
         self.out.gpu_ops.append(op)
         self.out.gpu_rows.add(row_pid)
         return op
 
     def _kernel(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        op = self._gpu_op(index, event, start, end, GpuOpKind.KERNEL)
         args = event.get("args") or {}
+        op = self._gpu_op(index, event, start, end, GpuOpKind.KERNEL, args)
         op.grid, op.block = _dim3(args.get("grid")), _dim3(args.get("block"))
         self.out.counts["kernels"] += 1
 
     def _memcpy(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMCPY)
         args = event.get("args") or {}
+        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMCPY, args)
         match = _COPY_KIND.search(op.name) or _COPY_KIND.search(str(args.get("kind", "")))
         op.copy_kind = match.group(1) if match else ""
         op.host_memory = _host_memory(op.name)
@@ -412,8 +406,8 @@ class EventMapper:
         self.out.counts["memcpys"] += 1
 
     def _memset(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET)
         args = event.get("args") or {}
+        op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET, args)
         op.bytes = _byte_count(args.get("bytes"))
         self.out.counts["memsets"] += 1
 
@@ -431,3 +425,22 @@ class EventMapper:
         ))
         self.out.gpu_rows.add(row_pid)
         self.out.counts["syncs"] += 1
+
+
+Handler = Callable[[EventMapper, int, dict[str, Any], int, int], None]
+_HANDLERS: dict[str, Handler] = {
+    "cuda_runtime": EventMapper._runtime,
+    "runtime": EventMapper._runtime,
+    "cuda_driver": EventMapper._driver,
+    "kernel": EventMapper._kernel,
+    "gpu_memcpy": EventMapper._memcpy,
+    "memcpy": EventMapper._memcpy,
+    "gpu_memset": EventMapper._memset,
+    "memset": EventMapper._memset,
+    "cpu_op": EventMapper._operator,
+    "operator": EventMapper._operator,
+    "user_annotation": EventMapper._annotation,
+    "python_function": EventMapper._python,
+    "cuda_sync": EventMapper._sync,
+}
+"""Category (lower-cased) -> its handler, unbound: the mapper holds no reference to itself."""
