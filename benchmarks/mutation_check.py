@@ -89,9 +89,8 @@ MUTATIONS = (
              ("tests/job/test_load_imbalance.py", "tests/job/test_h200x2_traces.py")),
     Mutation("straggler-rank GPU-side saving halved",
              (("rules/job/straggler_rank.py",
-               "est = self.estimate(job, mech, closed, lambda r, st: closed(r, st, 0.5), closed,",
-               "est = self.estimate(job, mech, lambda r, st: closed(r, st, 0.5), "
-               "lambda r, st: closed(r, st, 0.25), closed,"),),
+               "effects=(JobEffect(closed, floor),),",
+               "effects=(JobEffect(lambda r, st: closed(r, st, 0.5), floor),),"),),
              "advisor.rules.job.straggler_rank",
              ("tests/job/test_straggler_saving.py", "tests/job/test_h200x2_traces.py")),
     Mutation("DeepSpeed detection disabled",

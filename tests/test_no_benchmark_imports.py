@@ -14,6 +14,8 @@ SUBJECT_IS_THE_SCRIPT = {
     "each as the harness does and runs its command line",
     "tests/test_real_script_ab.py": "its subject is benchmarks/real_script_ab.py itself: the A/B "
     "benchmark's log parsing and table on a real nanoGPT log",
+    "tests/test_loader_slow_table.py": "its subject is benchmarks/public/loader_slow_table.py itself: "
+    "the device script's table, parsed from archived H100 logs of ImageNet main.py",
 }
 BENCHMARK_MODULES = {p.stem for p in (ROOT / "benchmarks").rglob("*.py")}
 
