@@ -37,6 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from tests.fixture_store import load_index  # noqa: E402  (the fixtures' traces, kept in git)
+
 PYTEST = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
           "--no-header", "-rf"]
 
@@ -121,6 +125,8 @@ def copy_repo(dst: Path) -> None:
     repo = dst / "repo"
     files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True,
                            text=True).stdout.split("\0")
+    # and the fixtures' traces, which git keeps in its object store (tests/fixture_store.py)
+    files += [f"fixtures/{rel}" for rel in load_index()]
     for rel in filter(None, files):
         if not (ROOT / rel).is_file():
             continue

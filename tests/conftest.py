@@ -20,6 +20,14 @@ checks speed (benchmarks/ do)."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The fixtures' traces live in git's object store (tests/fixture_store.py): check out any
+    # that are missing before a test reads one. xdist's workers find them in place.
+    from tests.fixture_store import StoreError, restore
+
+    try:
+        restore()
+    except StoreError as exc:
+        pytest.exit(f"fixture traces: {exc}", returncode=4)
     config.addinivalue_line(
         "markers", "grouped_by(*params): run this test's cases next to the other cases with the "
         "same values of these parameters (they share one cached analysis)")
