@@ -9,9 +9,10 @@ It is a function of its inputs alone, and its `Analysis` is never written into a
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from advisor.config import RuleSettings, resolve
 from advisor.engine import profiler_cost
@@ -27,6 +28,17 @@ from advisor.graph.source_lines import SourceAttribution, attribute, attribute_f
 from advisor.graph.step_breakdown import Summary, summarize
 from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
+
+
+class ShownStage(Protocol):
+    def done(self, result: str) -> None: ...
+
+
+class Shown(Protocol):
+    """A progress display (`advisor.report.progress.Progress`, a layer above this one): what
+    `rule_pass_shown` needs of it."""
+
+    def stage(self, doing: str) -> AbstractContextManager[ShownStage]: ...
 
 
 @dataclass(frozen=True)
@@ -167,7 +179,7 @@ def analyze(
             graph, settings, source_roots=(Path.cwd(), Path(path).resolve().parent)))
 
 
-def rule_pass_shown(inputs: AnalysisInput, progress: Any) -> RulePass:
+def rule_pass_shown(inputs: AnalysisInput, progress: Shown) -> RulePass:
     """`rule_pass`, shown as one stage of a progress display (`advisor.report.progress`:
     anything with ``stage(text)``), as `advisor analyze` and `advisor profile` run it."""
     with progress.stage("running the rules (what-if replay of the steps)") as stage:
@@ -179,6 +191,6 @@ def rule_pass_shown(inputs: AnalysisInput, progress: Any) -> RulePass:
     return ruled
 
 
-def analyze_shown(inputs: AnalysisInput, progress: Any) -> Analysis:
+def analyze_shown(inputs: AnalysisInput, progress: Shown) -> Analysis:
     """`analyze_input`, its rule pass shown by ``progress`` (`rule_pass_shown`)."""
     return analyze_input(inputs, rule_pass_shown(inputs, progress))
