@@ -214,7 +214,7 @@ def test_a_rank_has_the_same_step_and_eligibility_alone_and_in_its_job(job_key):
     slowest rank's (issue 32: 206.3 ms alone against 222.3 ms as a job, and estimates refused
     alone but given in job mode)."""
     from advisor.job.api import analyze_job
-    from advisor.job.report import to_dict as job_dict
+    from advisor.report.job_report import to_dict as job_dict
 
     job = job_dict(analyze_job([str(p) for p in JOBS[job_key]], scheduler=session_scheduler(),
                                  rank_rules="all"))

@@ -131,8 +131,8 @@ def job_report(opts) -> None:
         return
     from advisor.ingest.base import LoadOptions
     from advisor.job.api import analyze_job, rank_progress
-    from advisor.job.report import build_job_report
     from advisor.report.emit import emit
+    from advisor.report.job_report import build_job_report
 
     try:
         job = analyze_job(traces, load_options=LoadOptions(max_steps=30),

@@ -159,8 +159,8 @@ def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path |
     ``options`` read each rank's trace as one trace is read; ``settings`` pick and configure
     the rank and job rules."""
     from advisor.job.api import analyze_job, rank_progress
-    from advisor.job.report import build_job_report
     from advisor.report.emit import emit
+    from advisor.report.job_report import build_job_report
 
     job = analyze_job(traces, scheduler=scheduler, workers=workers, rank_rules=rank_rules,
                       load_options=options, settings=settings, progress=rank_progress(quiet))

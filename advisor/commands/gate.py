@@ -25,9 +25,8 @@ def _is_job(p: Path) -> bool:
 
 def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: LoadOptions,
               github_annotations: bool) -> int:
-    from advisor.gate.job import compare_jobs, render, render_annotations
+    from advisor.gate.job import compare_jobs, gate_input, render, render_annotations
     from advisor.job.api import analyze_job
-    from advisor.job.workload import gate_input
 
     base = analyze_job([baseline], rank_rules="none", load_options=load_options)
     cand = analyze_job([candidate], rank_rules="none", load_options=load_options)

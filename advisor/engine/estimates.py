@@ -5,7 +5,7 @@ and their pessimistic and optimistic variants, the parameters of its declared te
 context assembles the rest from the rule's declaration (fix, model text, assumptions,
 confidence) and asks its what-if model for the estimate. A rank rule's context replays the
 trace's steps (`advisor.engine.context.RuleContext`); a job rule's replays the job's steps over
-all ranks (`advisor.job.whatif.JobContext`). One entry point, two models: a rule never computes
+all ranks (`advisor.engine.job_whatif.JobContext`). One entry point, two models: a rule never computes
 a speedup, and a finding is assembled the same way at both scopes.
 """
 

@@ -61,7 +61,7 @@ class Category(str, Enum):
 
 class Scope(str, Enum):
     """What a rule reads: one rank's op graph, or the whole job (all ranks' summaries aligned,
-    `advisor.job.model.Job`). Both declare the same metadata; only `check`'s input differs."""
+    `advisor.engine.job_model.Job`). Both declare the same metadata; only `check`'s input differs."""
 
     RANK = "rank"
     JOB = "job"

@@ -14,7 +14,7 @@ changes weights (a kernel gets shorter, a sync stops waiting, launches collapse 
 launch) and the replay says when each step now ends. Every edge points forward in observed time,
 so observed start order is a topological order and one linear pass computes the longest paths.
 We chose this pass over ``networkx.dag_longest_path`` because the order is already known and a
-window holds 10^5 nodes (networkx does the cross-rank critical path, `advisor.job.model`).
+window holds 10^5 nodes (networkx does the cross-rank critical path, `advisor.engine.job_model`).
 
 Model constants are measured; each cites where.
 """

@@ -10,10 +10,10 @@ It fails closed as the single gate does (docs/gate.md): the threshold must be a 
 both jobs need steps, none of them 0 ms long (a zero baseline made every change +0.0%); the
 same ranks, each on the same GPU model, captured by the same profiler and running the same
 workload by the single gate's evidence (`advisor.gate.workload`, on each rank's
-`advisor.job.workload.RankWorkload`). Anything it cannot establish is "inconclusive" (exit 2).
+`advisor.graph.rank_workload.RankWorkload`). Anything it cannot establish is "inconclusive" (exit 2).
 
 Like the single gate, which reads `GateInput`s and never a graph, it reads `JobGateInput`s: what
-it compares of each job, built from the cross-rank model by `advisor.job.workload.gate_input`.
+it compares of each job, built from the cross-rank model by `gate_input` below.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from advisor.engine.job_model import Job
+from advisor.engine.rank_summary import RankSummary
 from advisor.errors import AnalysisError
 from advisor.gate.compare import MAX_THRESHOLD, check_fraction
-from advisor.gate.inputs import GateInput
+from advisor.gate.inputs import GateInput, KernelRow
 from advisor.gate.render.github import command
 from advisor.gate.render.text import wrap
 from advisor.gate.stats import hodges_lehmann, mann_whitney
@@ -67,6 +69,26 @@ class JobGateInput:
     @property
     def step_ns(self) -> float:
         return statistics.median(self.steps_ns) if self.steps_ns else 0.0
+
+
+def gate_input(job: Job) -> JobGateInput:
+    """What the job gate compares of ``job``: its steps, each rank's own work and workload
+    evidence (`advisor.graph.rank_workload`), and each collective's exposed plus waiting time."""
+
+    def rank_input(r: RankSummary) -> GateInput:
+        w = r.workload
+        return GateInput(
+            path=f"{r.path} (rank {r.rank})", kind="trace", trace_format=r.trace_format,
+            gpus=(r.gpu,) if r.gpu else (), steps_source=r.step_source,
+            step_times_ms=tuple(s.time_ns / 1e6 for s in r.steps),
+            kernels=tuple(KernelRow(name, category, count, 0.0, dict(shapes))
+                          for name, category, count, shapes in w.kernels))
+
+    return JobGateInput(
+        steps_ns=tuple(s.time_ns for s in job.steps), ranks=tuple(job.rank_ids),
+        rank_busy_ns=job.median_by_rank("rank_busy_ns"),
+        collective_cost_ns={c.kind: c.exposed_ns + c.waiting_ns for c in job.collectives},
+        rank_inputs={r.rank: rank_input(r) for r in job.ranks})
 
 
 def _not_comparable(base: JobGateInput, cand: JobGateInput) -> tuple[str, list[str]]:

@@ -93,3 +93,8 @@ def may_block(name: str) -> bool:
     """Calls during which the host may wait for the device: syncs, copies, freeing allocations,
     synchronous memsets."""
     return name in _MAY_BLOCK
+
+
+LONG_CALL_NS = 100_000
+"""A CUDA call that takes longer than this was held by the device (a launch into a full queue,
+an allocation that waits for memory): its time beyond it is not the host's own work."""

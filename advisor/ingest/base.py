@@ -23,7 +23,7 @@ from advisor.ingest.input_file import GIB, UnpackLimits, read_head
 
 class EventFilter(Protocol):
     """Which host events a reader that only needs some of the trace keeps (the job path's rank
-    summary, `advisor.job.slim_trace.SummaryEvents`): a source that can select rows by name
+    summary, `advisor.ingest.slim_trace.SummaryEvents`): a source that can select rows by name
     (the nsys loader, in SQL) reads only these, once the steps are found from named ranges."""
 
     long_call_ns: int  # a call longer than this is kept whatever its name

@@ -7,14 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from advisor.config import RuleSettings
+from advisor.engine.job_model import Job, build_job, merge_rank_findings, rank_ranges
+from advisor.engine.rank_summary import RankSummary
 from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.folder import skipped_note
 from advisor.job.cluster import JobCluster
 from advisor.job.inputs import assign_ranks, expand_inputs
-from advisor.job.model import Job, build_job, merge_rank_findings, rank_ranges
 from advisor.job.rule import JobRuleChoice, run_job_rule_set, split_settings
-from advisor.job.summary import RankSummary
 
 RULE_SAMPLE = 8
 """Ranks the per-rank rules run on by default: every rank of a job this small, else the

@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from advisor.config import RuleSettings
+from advisor.engine.rank_summary import RankSummary
 from advisor.errors import AdvisorError, InputError
 from advisor.ingest.base import LoadOptions
-from advisor.job.summary import RankSummary
 
 
 def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSummary]:
     """Dask task: one trace file in, its ranks' summaries out. A torch.profiler trace is read
     through `slim_copy` (only the events a summary uses), an nsys export with only those
     events selected by its loader (`SummaryEvents`); anything else whole."""
+    from advisor.engine.rank_summary import summarize_graph
     from advisor.ingest.base import load_trace
-    from advisor.job.slim_trace import SummaryEvents, slim_copy
-    from advisor.job.summary import summarize_graph
+    from advisor.ingest.slim_trace import SummaryEvents, slim_copy
 
     with slim_copy(path, options) as slim:
         if slim is not None:
@@ -83,8 +83,8 @@ def rank_findings(path: str, settings: RuleSettings | None, options: LoadOptions
     trace's own report gives (``step_ns``: the job view shows the same one as `advisor
     analyze`)."""
     from advisor.analysis import analyze_graph
+    from advisor.engine.rank_summary import finding_record
     from advisor.ingest.base import load_trace
-    from advisor.job.summary import finding_record
 
     try:
         analysis = analyze_graph(load_trace(path, options), settings=settings)

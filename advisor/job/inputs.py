@@ -13,9 +13,9 @@ import glob
 from collections.abc import Sequence
 from pathlib import Path
 
+from advisor.engine.rank_summary import RankSummary, rank_from_name
 from advisor.errors import InputError
 from advisor.ingest.folder import Skipped, has_trace_suffix, skipped_note, split_traces
-from advisor.job.summary import RankSummary, rank_from_name
 
 
 def expand_inputs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Skipped]]:

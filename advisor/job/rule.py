@@ -6,7 +6,7 @@ matched collectives, waiting, the straggler). Both declare the same metadata on 
 the estimate's model text, confidence), validated when the class is defined; a job rule's
 finding is a `Finding` with the ranks it concerns, made with ``ctx.finding(...)`` as a rank
 rule's is (the estimate API, `advisor.engine.estimates`; the job's what-if model is
-`advisor.job.whatif`). Rules of both scopes register in one entry-point group, ``advisor.rules``;
+`advisor.engine.job_whatif`). Rules of both scopes register in one entry-point group, ``advisor.rules``;
 the registry tells them apart by ``scope`` (`advisor.engine.registry`).
 """
 
@@ -21,6 +21,15 @@ from string import Template
 from typing import ClassVar
 
 from advisor.config import ConfigError, RuleSettings, coerce_option
+from advisor.engine.job_model import Job
+from advisor.engine.job_whatif import (  # noqa: F401  (re-exported: the what-if's names before it moved)
+    HOST_FLOOR,
+    JobContext,
+    JobEffect,
+    Saving,
+    job_estimate,
+    job_step_ns,
+)
 from advisor.engine.registry import PluginDeprecationWarning, PluginError, load_specs
 from advisor.engine.rule import (
     DOC_SECTIONS,
@@ -34,15 +43,6 @@ from advisor.engine.rule import (
     is_base,
 )
 from advisor.engine.runner import MIN_SPEEDUP
-from advisor.job.model import Job
-from advisor.job.whatif import (  # noqa: F401  (re-exported: the what-if's names before it moved)
-    HOST_FLOOR,
-    JobContext,
-    JobEffect,
-    Saving,
-    job_estimate,
-    job_step_ns,
-)
 
 JobFinding = Finding
 """A job rule's finding: a `Finding` whose ``ranks`` name the ranks it concerns."""

@@ -29,7 +29,7 @@ def emit(analysis: Analysis | Report, json_out: Path | None, html_out: Path | No
     """Write the reports asked for and show the console summary (on stderr when ``stderr`` or
     when JSON goes to stdout, so stdout stays parseable). ``records``: further copies of the
     JSON result (`advisor profile` keeps one per rank in its output folder). ``analysis`` may be
-    a report already built (a job's: `advisor.job.report.build_job_report`); ``tried``: the fixes
+    a report already built (a job's: `advisor.report.job_report.build_job_report`); ``tried``: the fixes
     `advisor profile --try` measured, beside the estimates. Returns the report."""
     from advisor.report import console as console_report
     from advisor.report.json_report import to_json, write_json

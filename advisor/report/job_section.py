@@ -4,7 +4,7 @@ A job's report is the one `Report` (`advisor.report.model`): its findings, those
 threshold and the skipped rules are the job rules' (`Scope.JOB`), its step the job's (the slowest
 rank's, per aligned step), and this section holds what only a job has: the ranks, their steps,
 the collectives, the straggler and the per-rank rules' findings merged across ranks. The console,
-JSON and HTML views render it (`advisor.report.job_view`, `html_report`); `advisor.job.report`
+JSON and HTML views render it (`advisor.report.job_view`, `html_report`); `advisor.report.job_report`
 builds it from the cross-rank model, so this layer never reads a `Job`.
 
 Times are nanoseconds here, as everywhere in the model; the views turn them into milliseconds.

@@ -119,7 +119,7 @@ class Report:
     # launch statistics (advisor.engine.efficiency, advisor.graph.launch_stats); None: no steps.
     efficiency: StepEfficiency | None = None
     launches: LaunchStats | None = None
-    # A distributed job's report (`advisor.job.report.build_job_report`): its findings above
+    # A distributed job's report (`advisor.report.job_report.build_job_report`): its findings above
     # are the job rules', its step the job's, and this section holds the ranks, collectives,
     # straggler and the rank rules' findings. None for one trace.
     job: JobSection | None = None

@@ -7,11 +7,11 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
+from advisor.engine.job_model import Job
+from advisor.engine.job_whatif import JobContext, JobEffect
+from advisor.engine.rank_summary import Collective, StepSummary
 from advisor.engine.rule import Finding, FixVariant, JobRequirement
-from advisor.job.model import Job
 from advisor.job.rule import JobRule
-from advisor.job.summary import Collective, StepSummary
-from advisor.job.whatif import JobContext, JobEffect
 
 _SHARDED = ("AllGather", "ReduceScatter")
 _BUCKETS = ("DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True, static_graph=True)\n"

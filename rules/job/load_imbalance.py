@@ -6,10 +6,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
+from advisor.engine.job_model import Job
+from advisor.engine.job_whatif import JobContext, JobEffect
 from advisor.engine.rule import Finding, FixVariant, JobRequirement, Option
-from advisor.job.model import Job
 from advisor.job.rule import JobRule
-from advisor.job.whatif import JobContext, JobEffect
 
 
 class LoadImbalance(JobRule):

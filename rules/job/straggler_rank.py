@@ -6,10 +6,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
+from advisor.engine.job_model import Job
+from advisor.engine.job_whatif import JobContext, JobEffect
 from advisor.engine.rule import Finding, FixVariant, JobRequirement, Option
-from advisor.job.model import Job
 from advisor.job.rule import JobRule
-from advisor.job.whatif import JobContext, JobEffect
 
 CAUSES = {
     "input pipeline": "input-pipeline",
@@ -18,7 +18,7 @@ CAUSES = {
     "more work on this rank": "more-work",
     "slower communication links": "slower-links",
 }
-"""The straggler's cause (`advisor.job.model.Straggler.cause`) -> the mechanism it names."""
+"""The straggler's cause (`advisor.engine.job_model.Straggler.cause`) -> the mechanism it names."""
 
 
 class StragglerRank(JobRule):

@@ -392,8 +392,8 @@ def test_no_gate_option_value_turns_a_regression_into_a_pass(saved, threshold, p
 @pytest.fixture(scope="module")
 def jobs() -> tuple:
     """The DDP baseline and its slow-rank job (+71% job step), analysed once."""
+    from advisor.gate.job import gate_input
     from advisor.job.api import analyze_job
-    from advisor.job.workload import gate_input
 
     return tuple(gate_input(analyze_job([JOBS / name], scheduler=session_scheduler(),
                                         rank_rules="none"))

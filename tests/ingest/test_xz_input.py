@@ -18,7 +18,7 @@ from advisor.errors import TraceFormatError
 from advisor.ingest.base import LoadOptions, load_trace
 from advisor.ingest.folder import split_traces
 from advisor.ingest.input_file import CappedReader, UnpackLimits
-from advisor.job.slim_trace import slim_copy
+from advisor.ingest.slim_trace import slim_copy
 from tests.cli.test_errors import assert_one_line_error, run
 
 ROOT = Path(__file__).resolve().parents[2]

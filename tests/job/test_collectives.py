@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
+from advisor.graph.collectives import host_collective, intersection_ns, kernel_collective
 from advisor.graph.intervals import merge
 from advisor.ingest.base import load_trace
-from advisor.job.collectives import host_collective, intersection_ns, kernel_collective
 from tests.conftest import shared
 
 

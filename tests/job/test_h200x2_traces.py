@@ -2,7 +2,7 @@
 traces and the slow rank's nsys export, with the speedups its fixes measured without a profiler.
 
 The traces are `benchmarks/scenarios/ddp-job/run_h200x2.sh`'s, cut to the events a rank summary
-reads (`advisor.job.slim_trace`, which `test_slim_trace.py` checks against the whole traces); the
+reads (`advisor.ingest.slim_trace`, which `test_slim_trace.py` checks against the whole traces); the
 figures are in `fixtures/jobs/h200x2-ddp/validate_job.txt` and docs/multigpu.md. What these tests
 hold: the right rank, cause and fix where the run had a straggler, an estimate near what the fix
 measured, the no_sync fix named under accumulation, and no input-pipeline or host-work blame

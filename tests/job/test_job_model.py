@@ -6,13 +6,13 @@ import statistics
 
 import pytest
 
+from advisor.engine.job_model import build_job
 from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions
 from advisor.job.cluster import summarize_file
 from advisor.job.inputs import assign_ranks, expand
-from advisor.job.model import build_job
-from advisor.job.report import comm_share, to_dict
 from advisor.job.rule import run_job_rules
+from advisor.report.job_report import comm_share, to_dict
 from tests.conftest import shared
 from tests.job.conftest import DELAY_US, STRAGGLER, WORLD
 
@@ -116,7 +116,7 @@ def test_duplicate_ranks_are_refused(synth_summaries):
 
 
 def test_rank_from_file_name_then_order():
-    from advisor.job.summary import RankSummary, rank_from_name
+    from advisor.engine.rank_summary import RankSummary, rank_from_name
 
     assert rank_from_name("run/trace_rank-12.pt.trace.json.gz") == 12
     assert rank_from_name("worker_3.json") == 3
@@ -182,7 +182,7 @@ def test_pace_without_extra_work_is_no_straggler():
 def _step(index: int, phases: dict[str, float], counts: dict[str, int] | None = None,
           unmarked_ms: float = 1.0, held_ms: float = 0.0):
     """A rank's step summary with its phase times (ms); the floor is the host step less held."""
-    from advisor.job.summary import StepSummary
+    from advisor.engine.rank_summary import StepSummary
 
     host = sum(phases.values()) + unmarked_ms
     return StepSummary(index=index, start_ns=0, end_ns=int(host * 1e6), compute_ns=0, comm_ns=0,
@@ -200,7 +200,7 @@ def _ranks(slow: dict[str, float], **kw) -> dict:
 
 
 def test_extra_time_in_the_model_phases_is_a_slower_host():
-    from advisor.job.model import same_code_slowdown
+    from advisor.engine.job_model import same_code_slowdown
 
     slow = {k: v * 1.3 if k != "data" else v for k, v in PHASES.items()}
     ratio = same_code_slowdown(_ranks(slow), 1, [0], list(range(4)))
@@ -208,7 +208,7 @@ def test_extra_time_in_the_model_phases_is_a_slower_host():
 
 
 def test_extra_time_outside_the_phases_or_in_the_data_phase_is_not():
-    from advisor.job.model import same_code_slowdown
+    from advisor.engine.job_model import same_code_slowdown
 
     # rank-0-style logging between phases: 8 ms of step time no phase covers
     assert same_code_slowdown(_ranks(dict(PHASES), unmarked_ms=9.0), 1, [0], list(range(4))) is None
@@ -217,7 +217,7 @@ def test_extra_time_outside_the_phases_or_in_the_data_phase_is_not():
 
 
 def test_more_phase_runs_is_more_work_not_a_slower_host():
-    from advisor.job.model import same_code_slowdown
+    from advisor.engine.job_model import same_code_slowdown
 
     slow = {k: v * 1.3 for k, v in PHASES.items()}
     counts = {**dict.fromkeys(PHASES, 1), "forward": 2, "backward": 2}  # one more micro-batch
@@ -225,14 +225,14 @@ def test_more_phase_runs_is_more_work_not_a_slower_host():
 
 
 def test_no_phase_marks_say_nothing():
-    from advisor.job.model import same_code_slowdown
+    from advisor.engine.job_model import same_code_slowdown
 
     ranks = {r: {i: _step(i, {}, unmarked_ms=30.0 + 5 * r) for i in range(4)} for r in (0, 1)}
     assert same_code_slowdown(ranks, 1, [0], list(range(4))) is None
 
 
 def test_time_held_by_the_device_is_not_the_host_running_slower():
-    from advisor.job.model import same_code_slowdown
+    from advisor.engine.job_model import same_code_slowdown
 
     # the slow rank's backward is 6 ms longer, all of it launches held behind a full queue
     slow = {**PHASES, "backward": 26.0}

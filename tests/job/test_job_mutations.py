@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from advisor.job.model import build_job
+from advisor.engine.job_model import build_job
 from advisor.job.rule import run_job_rules
 from tests.conftest import ROOT, session_scheduler
 from tests.job.test_load_imbalance import imbalance_miss
@@ -39,8 +39,8 @@ def _halve_saving(module: str, which: str) -> Callable[[pytest.MonkeyPatch], Non
         import importlib
         from dataclasses import replace
 
+        from advisor.engine.job_whatif import JobContext
         from advisor.job.rule import JobRule
-        from advisor.job.whatif import JobContext
 
         mod = importlib.import_module(module)
         cls = next(v for v in vars(mod).values() if isinstance(v, type)

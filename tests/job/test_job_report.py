@@ -15,14 +15,14 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from advisor.engine.job_model import build_job
 from advisor.ingest.base import LoadOptions
 from advisor.job.api import run_rules
 from advisor.job.cluster import summarize_file
 from advisor.job.inputs import assign_ranks
-from advisor.job.model import build_job
-from advisor.job.report import build_job_report
 from advisor.report.console import render
 from advisor.report.html_report import render_html
+from advisor.report.job_report import build_job_report
 from advisor.report.json_report import to_dict
 from tests.conftest import shared
 

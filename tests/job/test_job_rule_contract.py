@@ -89,7 +89,7 @@ def test_a_rule_with_an_unknown_gate_signal_is_refused():
 
 
 def test_job_findings_are_findings_with_ranks(synth_summaries):
-    from advisor.job.model import build_job
+    from advisor.engine.job_model import build_job
     from advisor.job.rule import run_job_rule_set
 
     results = run_job_rule_set(build_job(synth_summaries))

@@ -2,7 +2,7 @@
 timeline's code, on the H200 2-GPU captures (fixtures/jobs/).
 
 What is drawn is checked against the job's own numbers for the same rank and step, which the
-slim reader summarised from the same trace (`advisor.job.summary.StepSummary`): the GPU step's
+slim reader summarised from the same trace (`advisor.engine.rank_summary.StepSummary`): the GPU step's
 span, the GPU's idle time, the communication kernels' time and the phases. A timeline of the
 wrong step, the wrong rank, or events shifted out of their step disagrees with them.
 """
@@ -14,14 +14,14 @@ import re
 
 import pytest
 
+from advisor.engine.job_model import Job, build_job
 from advisor.graph.intervals import merge
 from advisor.ingest.base import LoadOptions
 from advisor.job.api import run_rules
 from advisor.job.cluster import summarize_file
 from advisor.job.inputs import assign_ranks, expand_inputs
-from advisor.job.model import Job, build_job
-from advisor.job.report import build_job_report
 from advisor.report.html_report import render_html
+from advisor.report.job_report import build_job_report
 from advisor.report.job_timeline import HALF_CAPS, job_timeline
 from advisor.report.timeline_view import Caps
 from tests.conftest import ROOT

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.job.report import build_job_report
 from advisor.report.html_report import write_html
+from advisor.report.job_report import build_job_report
 from tests.job.test_job_timeline import _job
 from tests.report.test_html_browser import ARGS, CHROMIUM, screenshot, svg_texts, sync_api
 

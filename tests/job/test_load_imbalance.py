@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 
-from advisor.job.model import build_job
+from advisor.engine.job_model import build_job
 from advisor.job.rule import run_job_rules
 from tests import rank_synth
 from tests.job.conftest import DELAY_US, WORLD

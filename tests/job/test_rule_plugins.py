@@ -16,9 +16,9 @@ from importlib.metadata import EntryPoint, distribution
 import pytest
 
 from advisor.engine import registry
+from advisor.engine.job_model import build_job
 from advisor.engine.registry import GROUP, LEGACY_JOB_GROUP, PluginDeprecationWarning, PluginError
 from advisor.engine.rule import Scope
-from advisor.job.model import build_job
 from advisor.job.rule import load_job_rules, run_job_rule_set
 
 BUILT_IN_JOB_RULES = {"exposed-communication", "straggler-rank", "load-imbalance"}

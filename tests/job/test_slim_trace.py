@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from advisor.engine.rank_summary import summarize_graph
 from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions, load_trace
+from advisor.ingest.slim_trace import SummaryEvents, slim_copy
 from advisor.job.cluster import summarize_file
-from advisor.job.slim_trace import SummaryEvents, slim_copy
-from advisor.job.summary import summarize_graph
 from tests.conftest import ROOT, shared
 
 REAL_KINETO = [
@@ -127,7 +127,7 @@ def test_an_nsys_export_with_inferred_steps_is_read_whole():
 
 def test_the_job_reader_does_not_unpack_an_nsys_export_as_json(monkeypatch):
     """An nsys export is told by its first bytes; the JSON reader never decompresses it whole."""
-    import advisor.job.slim_trace as st
+    import advisor.ingest.slim_trace as st
 
     def refuse(*_a, **_k):
         raise AssertionError("decompressed as JSON")

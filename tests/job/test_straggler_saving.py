@@ -10,10 +10,10 @@ saving puts it under the waiting (tests/job/test_job_mutations.py applies that m
 
 from __future__ import annotations
 
+from advisor.engine.job_model import build_job
 from advisor.ingest.base import LoadOptions
 from advisor.job.cluster import summarize_file
 from advisor.job.inputs import assign_ranks
-from advisor.job.model import build_job
 from advisor.job.rule import run_job_rules
 from tests.conftest import shared
 

@@ -5,9 +5,9 @@ unrelated single-GPU traces (or a job of one model against a job of another) was
 single gate refuses different workloads on the evidence of `advisor.gate.workload`: the kernels
 per step (name and category), their launch geometry, and the host operators with their input
 shapes. This module gathers the kernel evidence for one rank over its steady steps, inside the
-Dask task that holds the rank's graph (`advisor.job.summary.summarize_graph`): a few kilobytes
+Dask task that holds the rank's graph (`advisor.engine.rank_summary.summarize_graph`): a few kilobytes
 travel, the graph stays on the worker. Host operators are not among it: the job path's slim
-reader (`advisor.job.slim_trace`) leaves them out of the graph, so a rank whose step is CUDA
+reader (`advisor.ingest.slim_trace`) leaves them out of the graph, so a rank whose step is CUDA
 graph replays traced as single rows cannot be matched, and the job gate says so (exit 2).
 
 The GPU ops of a step are those of the rank's process that start in the step's GPU window, the
@@ -21,16 +21,10 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from advisor.graph.kernels import classify
 from advisor.graph.model import GpuOp, GpuOpKind, Step
 from advisor.graph.step_metrics import geometry_text
-
-if TYPE_CHECKING:
-    from advisor.gate.job import JobGateInput
-    from advisor.job.model import Job
-    from advisor.job.summary import RankSummary
 
 MAX_KERNEL_KEYS = 2000
 """Kernel names kept per rank (the most launched): a model has a few hundred; the cap bounds a
@@ -79,25 +73,3 @@ def rank_workload(steps: Sequence[Step], ops: Sequence[GpuOp]) -> RankWorkload:
 
     kernels = tuple((name, categories[name], count / n, shapes(name)) for name, count in kept)
     return RankWorkload(kernels)
-
-
-def gate_input(job: Job) -> JobGateInput:
-    """What the job gate (`advisor.gate.job`) compares of ``job``: its steps, each rank's own
-    work and workload evidence, and each collective's exposed plus waiting time."""
-    from advisor.gate.inputs import GateInput, KernelRow
-    from advisor.gate.job import JobGateInput
-
-    def rank_input(r: RankSummary) -> GateInput:
-        w = r.workload
-        return GateInput(
-            path=f"{r.path} (rank {r.rank})", kind="trace", trace_format=r.trace_format,
-            gpus=(r.gpu,) if r.gpu else (), steps_source=r.step_source,
-            step_times_ms=tuple(s.time_ns / 1e6 for s in r.steps),
-            kernels=tuple(KernelRow(name, category, count, 0.0, dict(shapes))
-                          for name, category, count, shapes in w.kernels))
-
-    return JobGateInput(
-        steps_ns=tuple(s.time_ns for s in job.steps), ranks=tuple(job.rank_ids),
-        rank_busy_ns=job.median_by_rank("rank_busy_ns"),
-        collective_cost_ns={c.kind: c.exposed_ns + c.waiting_ns for c in job.collectives},
-        rank_inputs={r.rank: rank_input(r) for r in job.ranks})

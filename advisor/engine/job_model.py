@@ -23,8 +23,8 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from advisor.engine.rank_summary import RankSummary, StepSummary
 from advisor.errors import AnalysisError
-from advisor.job.summary import RankSummary, StepSummary
 
 GRAPH_MAX_NODES = 400_000
 """Above this many segment nodes the critical path is taken per collective without networkx
@@ -53,7 +53,7 @@ class JobStep:
     rank_busy_ns: dict[int, int]  # step time minus exposed waiting: what the rank itself needed
     # The host's own work on the step (its step minus the time its calls were held waiting for
     # the GPU): a rank cannot step faster than that, however long its GPU spun in a collective
-    # meanwhile (`advisor.job.whatif.job_step_ns`). Empty where the trace has no steps of its own.
+    # meanwhile (`advisor.engine.job_whatif.job_step_ns`). Empty where the trace has no steps of its own.
     rank_floor_ns: dict[int, int] = field(default_factory=dict)
     rank_idle_ns: dict[int, int] = field(default_factory=dict)  # the GPU ran nothing
 
@@ -423,7 +423,7 @@ def same_code_slowdown(per_rank: dict[int, dict[int, StepSummary]], rank: int, o
 
     Missed by design: work only one rank does inside those phases (rank-0 gradient-norm logging
     or an EMA update inside the optimizer phase) reads as the same code on a slower host; the
-    job view still names the straggler. Held time (see `advisor.job.summary._held`) counts
+    job view still names the straggler. Held time (see `advisor.engine.rank_summary._held`) counts
     against the model phases, where the launches and syncs that block sit.
     """
     def med(r: int, fn) -> float:

@@ -16,8 +16,8 @@ from string import Template
 from advisor.engine.estimates import EstimateAPI
 from advisor.engine.fix_variants import unknown_framework_fix
 from advisor.engine.floors import Floor
+from advisor.engine.job_model import Job, JobStep
 from advisor.engine.rule import Estimate, Evidence, Fix
-from advisor.job.model import Job, JobStep
 
 Saving = Callable[[int, JobStep], float]
 """(rank, step) -> ns per step the fix takes off that rank's own work (never its waiting)."""
@@ -27,7 +27,7 @@ def job_step_ns(job: Job, saving: Saving | None = None, floor_saving: Saving | N
     """The job's step after a fix: per step, the slowest rank's own work (its step minus the time
     it waited for others) after the fix; the median over steps.
 
-    A rank with a host floor (the host's own work, see `advisor.job.summary`) is held by its
+    A rank with a host floor (the host's own work, see `advisor.engine.rank_summary`) is held by its
     host and its GPU: after the fix it takes the longest of its own work less what the fix saves
     (``saving`` on the GPU side, ``floor_saving`` on the host, whichever is more: the two are
     parallel resources and the step shrinks by the one that held it), its host floor less the

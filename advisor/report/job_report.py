@@ -13,10 +13,10 @@ import os
 import statistics
 from typing import Any
 
+from advisor.engine.job_model import Job
 from advisor.engine.rule import Category
 from advisor.engine.runner import ReplayCheck
 from advisor.graph.model import GpuInfo, StepSource, TraceInfo
-from advisor.job.model import Job
 from advisor.report.job_section import (
     CollectiveRow,
     JobSection,

@@ -1,6 +1,6 @@
 """A torch.profiler trace cut down to the events a rank summary reads: the job path's fast parse.
 
-A rank summary (`advisor.job.summary`) needs the GPU ops, the launches that place them on the
+A rank summary (`advisor.engine.rank_summary`) needs the GPU ops, the launches that place them on the
 host timeline, the host calls that may wait for the GPU, and the step, phase and collective
 ranges. In a typical Kineto trace those are a third of the events: the rest are CPU operators,
 flow arrows (``ac2g``, ``fwdbwd``) and runtime calls such as ``cudaStreamIsCapturing``. The
@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
-from advisor.graph.api_names import is_launch, may_block
+from advisor.graph.api_names import LONG_CALL_NS, is_launch, may_block
+from advisor.graph.collectives import REDUCER_RANGES, host_collective
 from advisor.graph.step_pattern import compile_step_pattern
 from advisor.graph.steps import matches_step, phase_of
 from advisor.ingest.base import LoadOptions
@@ -46,8 +47,6 @@ from advisor.ingest.compression import MAGIC_BYTES, UNPACK_ERRORS, codec_of
 from advisor.ingest.input_file import CappedReader, check_regular
 from advisor.ingest.nsys.export_file import gzipped_sqlite
 from advisor.ingest.nsys.schema import SQLITE_MAGIC
-from advisor.job.collectives import REDUCER_RANGES, host_collective
-from advisor.job.summary import LONG_CALL_NS
 
 try:  # a dependency of advisor; without it the job path parses whole traces (slower, same result)
     import msgspec
@@ -160,7 +159,7 @@ def _kept_events(events: list[Any], options: LoadOptions) -> tuple[list[int], bo
 
 
 def _long(dur: Any) -> bool:
-    """A call longer than `summary.LONG_CALL_NS` (Kineto writes µs, as a number or its text)."""
+    """A call longer than `api_names.LONG_CALL_NS` (Kineto writes µs, as a number or its text)."""
     try:
         return float(dur) * 1000 > LONG_CALL_NS
     except (TypeError, ValueError):

@@ -17,10 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from advisor.graph.intervals import merge
-from advisor.graph.kernels import classify
-from advisor.graph.model import CpuRange, GpuOp, GpuOpKind, OpGraph, Step
-from advisor.job.collectives import (
+from advisor.graph.collectives import (
     REDUCER_RANGES,
     clip,
     host_collective,
@@ -29,7 +26,10 @@ from advisor.job.collectives import (
     kernel_collective,
     total,
 )
-from advisor.job.workload import RankWorkload, rank_workload
+from advisor.graph.intervals import merge
+from advisor.graph.kernels import classify
+from advisor.graph.model import CpuRange, GpuOp, GpuOpKind, OpGraph, Step
+from advisor.graph.rank_workload import RankWorkload, rank_workload
 
 KERNEL_NAME_CHARS = 160  # enough to tell template instances apart, bounded summary size
 TOP_KERNELS = 25
@@ -189,9 +189,6 @@ def _comm_waits(graph: OpGraph) -> dict[int, list[tuple[int, int]]]:
 GPU_BOUND = 0.9
 """A rank whose compute kernels cover this share of its step is GPU-bound: no host floor."""
 
-LONG_CALL_NS = 100_000
-"""A CUDA call that takes longer than this was held by the device (a launch into a full queue,
-an allocation that waits for memory): its time beyond it is not the host's own work."""
 
 
 def _held(graph: OpGraph, step: Step) -> list[tuple[int, int]]:
@@ -209,7 +206,7 @@ def _held(graph: OpGraph, step: Step) -> list[tuple[int, int]]:
     torch.profiler (on the main thread under nsys); counting them as the host's own work put the
     slow rank's fix at 1.11x where 2.49x was measured. Without backward phase marks only the
     step's thread is read."""
-    from advisor.graph.api_names import is_launch, may_block
+    from advisor.graph.api_names import LONG_CALL_NS, is_launch, may_block
 
     calls = graph.api_calls
     starts = graph.api_call_starts
