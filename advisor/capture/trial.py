@@ -296,6 +296,20 @@ def _measure(c_label: str, knobs: Sequence[str], results: list[dict[str, Any]],
                     applied=applied, **base)
 
 
+def settled_steps_ms(result: dict[str, Any]) -> tuple[float, ...]:
+    """A trial's settled steps in ms, in order, as its mean was taken over them (``settled_ms``).
+    A trial result written before it (the archived H100 runs) has every step in ``steps_ms``
+    with the index the steps settled at: its ``steps_timed`` steps from there."""
+    if result.get("status") != "ok":
+        return ()
+    if "settled_ms" in result:
+        return tuple(float(x) for x in result["settled_ms"])
+    start, count = result.get("settled_at"), result.get("steps_timed") or 0
+    if start is None:
+        return ()
+    return tuple(float(ms) for i, ms in result.get("steps_ms") or () if i >= start)[:count]
+
+
 def _numerics(knobs: Iterable[str]) -> tuple[str, ...]:
     return tuple(parse_knob(k).numerics for k in knobs)
 
@@ -388,6 +402,7 @@ def try_fixes(findings: Sequence[Finding], opts: TrialOptions, runner: Runner,
             combination = _one_run(combination)
     return Tried(runs=opts.runs, steps=opts.steps, seconds=opts.seconds, statistic=STATISTIC,
                  plain_ms=tuple(_stat(p, "step") / 1e6 for p in plains if _stat(p, "step")),
+                 plain_steps_ms=tuple(steps for p in plains if (steps := settled_steps_ms(p))),
                  fixes=tuple(fixes), not_tried=tuple(not_tried), combination=combination,
                  order=tuple(order), scratch=str(runner.dir / "scratch"), notes=tuple(notes))
 

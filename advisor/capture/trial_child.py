@@ -291,6 +291,9 @@ def _result(spec: dict[str, Any], sess: TrialSession, applier: KnobApplier, scra
         # every step's host-clock time (index, ms): the evidence behind the mean, to read a
         # trial against the script's own log
         "steps_ms": [[i, round((e - b) / 1e6, 3)] for i, b, e in st.step_times],
+        # the settled steps the mean is taken over, in order: `advisor gate`'s step-time sample
+        "settled_ms": ([round((e - b) / 1e6, 4) for i, b, e in st.step_times if i in set(m.steps)]
+                       if m else []),
     }
 
 

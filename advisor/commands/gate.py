@@ -59,9 +59,15 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: L
               help="The ranges that are the steps in both traces (see `advisor analyze`).")
 @click.option("--pid", type=click.IntRange(min=0, max=2**63 - 1),
               help="The process (rank) to compare in both traces.")
+@click.option("--step-times", "step_times", default="auto", show_default=True,
+              type=click.Choice(["auto", "profiled", "tried"]),
+              help="Which steps the step time is judged on: the plain `advisor profile --try` "
+                   "runs' unprofiled steps when both results carry them (auto), always the "
+                   "profiled steps, or the --try steps or exit 2.")
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
-            json_out: Path | None, step_pattern: str | None, pid: int | None) -> int:
+            json_out: Path | None, step_pattern: str | None, pid: int | None,
+            step_times: str = "auto") -> int:
     """Compare two runs of one training step (traces or `advisor analyze --json` results)
     and decide whether CANDIDATE may replace BASELINE. Folders or globs of rank traces compare
     two distributed jobs by the job's step and name the rank and collective that regressed.
@@ -107,7 +113,8 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
     try:
         allowed = select(load_rules(), list(allow)) if allow else []
         policy = Policy(threshold=threshold / 100,
-                        allow=frozenset(k for r in allowed for k in (r.name, r.code)))
+                        allow=frozenset(k for r in allowed for k in (r.name, r.code)),
+                        step_times=step_times)
         result = gate(str(baseline), str(candidate), policy,
                       LoadOptions(step_pattern=step_pattern, pid=pid))
         write_outputs(result, request)

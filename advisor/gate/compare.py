@@ -18,6 +18,11 @@ Evidence, in order:
 4. Otherwise a step-time verdict that cannot be reached (too few steps, too noisy, a host-only
    slowdown under torch.profiler) is exit 2.
 
+Which steps the step time is judged on: the profiled steady steps, or, when both runs are
+`advisor profile --try` results carrying them, the plain --try runs' unprofiled steps
+(`advisor.gate.tried.step_evidence`, ``Policy.step_times``). The profiler's host overhead is
+then out of the comparison, so a host-only slowdown is no longer refused as the profiler's.
+
 The exit code is `GateResult.exit_code`, the only place it is decided.
 """
 
@@ -39,6 +44,7 @@ from advisor.gate.inputs import GateInput
 from advisor.gate.noise import HostNoise, host_noise, profiler_host_only
 from advisor.gate.signals import Signal, anti_pattern_signals, rule_roles
 from advisor.gate.timing import ALPHA, MIN_STEPS, Timing, compare_timing
+from advisor.gate.tried import PROFILED_SOURCE, TRIED_SOURCE, check_step_times, step_evidence
 from advisor.gate.workload import check_comparable
 from advisor.ingest.base import LoadOptions
 
@@ -61,6 +67,7 @@ class Policy:
     allow: frozenset[str] = frozenset()  # rule names or codes whose regressions are accepted
     alpha: float = ALPHA
     min_steps: int = MIN_STEPS
+    step_times: str = "auto"  # `advisor.gate.tried.STEP_TIMES`
 
     def __post_init__(self) -> None:
         # A NaN threshold fails every comparison (`x > nan` is False): the gate would pass
@@ -71,6 +78,7 @@ class Policy:
                 or self.min_steps < 1:
             raise InputError(f"gate min_steps must be a whole number of at least 1, not "
                              f"{self.min_steps!r}")
+        check_step_times(self.step_times)
 
     def allows(self, rule: str, code: str = "") -> bool:
         return rule in self.allow or (bool(code) and code in self.allow)
@@ -203,7 +211,10 @@ def _judge_step(timing: Timing, noise: HostNoise | None, base: GateInput, cand: 
     if noise is not None:
         return None, [], [f"host timing noise: step time {timing.describe()}, but "
                           + "; ".join(noise.reasons)]
-    profiler = profiler_host_only(base, cand, policy.threshold) if slower and not named else None
+    # unprofiled steps carry no profiler overhead: a host-only slowdown there is the job's own
+    profiled = timing.source != TRIED_SOURCE
+    profiler = (profiler_host_only(base, cand, policy.threshold)
+                if slower and not named and profiled else None)
     if profiler:
         return None, [f"step time {timing.describe()}: {profiler}"], []
     if timing.verdict == "slower":
@@ -213,7 +224,7 @@ def _judge_step(timing: Timing, noise: HostNoise | None, base: GateInput, cand: 
                       f"threshold but not significant at {policy.alpha:g}; capture more steady "
                       "steps or a quieter machine"], []
     if timing.verdict == "too few steps":
-        return None, [f"too few steady steps to compare step times ({timing.n_base} and "
+        return None, [f"too few {timing.source} to compare step times ({timing.n_base} and "
                       f"{timing.n_cand}; at least {policy.min_steps} each)"], []
     return None, [], []
 
@@ -240,8 +251,14 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
     for x, role in ((base, "baseline"), (cand, "candidate")):
         notes.extend(f"{role}: {n}" for n in x.notes)
     codes = _rule_codes()
-    timing = compare_timing(base.step_times_ms, cand.step_times_ms, policy.threshold, policy.alpha,
-                            policy.min_steps)
+    unprofiled, evidence = step_evidence(base.tried, cand.tried, policy.step_times)
+    notes.extend(evidence)
+    if unprofiled:
+        timing = compare_timing(base.tried.plain_steps_ms, cand.tried.plain_steps_ms,  # type: ignore[union-attr]
+                                policy.threshold, policy.alpha, policy.min_steps, TRIED_SOURCE)
+    else:
+        timing = compare_timing(base.step_times_ms, cand.step_times_ms, policy.threshold,
+                                policy.alpha, policy.min_steps, PROFILED_SOURCE)
     slower = timing.verdict in ("slower", "noisy")
     roles = rule_roles()
     signals = anti_pattern_signals(base, cand, roles)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from advisor.errors import InputError, TraceFormatError
+from advisor.gate.tried import TriedRuns, read_tried
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import GIB, CappedReader, UnpackLimits, check_regular, read_head
 
@@ -81,6 +82,9 @@ class GateInput:
     # steps as traced; 1.0 for results without one. Kept as a ratio so that the step shown
     # follows the steps it comes from (`step_ms`).
     step_basis_ratio: float = 1.0
+    # `advisor profile --try`'s plain runs and measured fixes (`advisor.gate.tried`); None when
+    # the run is not a --try result
+    tried: TriedRuns | None = None
 
     @property
     def step_ms(self) -> float:
@@ -217,6 +221,7 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         steps_described=str((steps.get("detection") or {}).get("description", "")),
         ops=_mapping(steps.get("ops_per_step"), path, "steps.ops_per_step"),
         step_basis_ratio=_basis_ratio(data, times),
+        tried=read_tried(data, path),
     )
 
 

@@ -31,6 +31,7 @@ class Timing:
     n_base: int
     n_cand: int
     verdict: str  # "slower", "faster", "unchanged", "noisy" or "too few steps"
+    source: str = "steady steps"  # which steps: the profiled ones, or the plain --try runs'
 
     @property
     def p_value(self) -> float:
@@ -39,12 +40,13 @@ class Timing:
 
     def describe(self) -> str:
         return (f"{self.change:+.1%} ({self.base_median_ms:.3f} -> {self.cand_median_ms:.3f} ms "
-                f"median over {self.n_base} and {self.n_cand} steady steps; Mann-Whitney "
+                f"median over {self.n_base} and {self.n_cand} {self.source}; Mann-Whitney "
                 f"p={self.p_value:.2g})")
 
 
 def compare_timing(base_ms: tuple[float, ...], cand_ms: tuple[float, ...], threshold: float,
-                   alpha: float = ALPHA, min_steps: int = MIN_STEPS) -> Timing:
+                   alpha: float = ALPHA, min_steps: int = MIN_STEPS,
+                   source: str = "steady steps") -> Timing:
     b_med = float(statistics.median(base_ms))
     c_med = float(statistics.median(cand_ms))
     change = relative_change(b_med, c_med)
@@ -58,4 +60,4 @@ def compare_timing(base_ms: tuple[float, ...], cand_ms: tuple[float, ...], thres
     else:
         verdict = "unchanged"
     return Timing(b_med, c_med, change, hodges_lehmann(base_ms, cand_ms), test, len(base_ms),
-                  len(cand_ms), verdict)
+                  len(cand_ms), verdict, source)

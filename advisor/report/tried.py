@@ -75,6 +75,8 @@ class Tried:
     order: tuple[str, ...] = ()  # the runs as they ran: "plain", labels
     scratch: str = ""  # where the trials' saves went
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # each plain run's settled steps (unprofiled, in order): `advisor gate`'s step-time sample
+    plain_steps_ms: tuple[tuple[float, ...], ...] = ()
 
 
 def _r(x: float | None, n: int = 4) -> float | None:
@@ -98,6 +100,7 @@ def to_json(t: Tried) -> dict[str, Any]:
     return {
         "runs": t.runs, "steps": t.steps, "seconds": t.seconds, "statistic": t.statistic,
         "plain_step_ms": [round(x, 4) for x in t.plain_ms],
+        "plain_steps_ms": [[round(x, 4) for x in run] for run in t.plain_steps_ms],
         "fixes": [_fix_json(f) for f in t.fixes],
         "combination": _fix_json(t.combination) if t.combination is not None else None,
         "not_tried": [{"rule": n.rule, "code": n.code, "reason": n.reason} for n in t.not_tried],

@@ -154,6 +154,17 @@ def test_reports_carry_estimate_and_measurement(tried):
     jsonschema.validate(report, json.loads((ROOT / "advisor/report/schema.json").read_text()))
 
 
+def test_the_plain_runs_keep_their_settled_steps_for_the_gate(tried):
+    """`tried.plain_steps_ms`: each plain run's settled steps, whose mean is its step."""
+    cwd, done = tried
+    assert done.returncode == 0, done.stderr[-3000:]
+    t = json.loads((cwd / "report.json").read_text())["tried"]
+    assert len(t["plain_steps_ms"]) == len(t["plain_step_ms"]) == 2
+    for steps, mean in zip(t["plain_steps_ms"], t["plain_step_ms"], strict=True):
+        assert len(steps) >= 4 and all(x > 0 for x in steps)
+        assert sum(steps) / len(steps) == pytest.approx(mean, rel=0.01)
+
+
 def test_trials_leave_the_users_files_alone(tried):
     cwd, _ = tried
     first_trial = cwd / "advisor-out" / "try" / "02-plain.spec.json"  # after 01-warm-up

@@ -59,7 +59,8 @@ def render_markdown(result: GateResult) -> str:
            f"| candidate | {cell(c_name)} | {cell(c.trace_format)} | {len(c.step_times_ms)} | "
            f"{c.step_ms:.3f} ms | {c.median_ms:.3f} ms |", "",
            f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
-           f"Mann-Whitney p={t.p_value:.2g}, threshold {result.policy.threshold:.0%}): "
+           f"Mann-Whitney p={t.p_value:.2g} over {t.n_base} and {t.n_cand} {t.source}, "
+           f"threshold {result.policy.threshold:.0%}): "
            f"**{t.verdict}**", ""]
     noise = [n for n in result.notes if n.startswith("host timing noise")]
     if noise:
@@ -74,6 +75,12 @@ def render_markdown(result: GateResult) -> str:
         out += ["### Allowed", ""] + [f"- {cell(r.summary)}" for r in allowed] + [""]
     if result.inconclusive:
         out += ["### Could not decide", ""] + [f"- {cell(x)}" for x in result.inconclusive] + [""]
+    for role, x in (("candidate", c), ("baseline", b)):
+        if x.tried is not None and x.tried.fixes:
+            out += [f"### Measured on the {role}'s job (advisor profile --try)", ""]
+            out += [f"- {'**' if f.improvement else ''}{cell(f.describe())}"
+                    f"{'**' if f.improvement else ''}" for f in x.tried.fixes]
+            out.append("")
     if result.findings:
         out += ["### Rule findings", "", "| rule | status | baseline cost | candidate cost |",
                 "|---|---|---:|---:|"]

@@ -11,6 +11,7 @@ from typing import Any
 from advisor.gate.attribution import Change
 from advisor.gate.compare import GateResult
 from advisor.gate.inputs import GateInput
+from advisor.gate.tried import TRIED_SOURCE
 
 GATE_SCHEMA_VERSION = "1.0"
 
@@ -19,6 +20,24 @@ def _run(x: GateInput) -> dict[str, Any]:
     return {"path": x.path, "kind": x.kind, "format": x.trace_format, "gpus": list(x.gpus),
             "steady_steps": len(x.step_times_ms), "median_ms": round(x.median_ms, 4),
             "step_ms": round(x.step_ms, 4)}
+
+
+def _tried(x: GateInput) -> dict[str, Any] | None:
+    """A run's measured fixes (`advisor profile --try`); None when it is not a --try result."""
+    if x.tried is None:
+        return None
+    t = x.tried
+    return {
+        "rounds": t.rounds, "plain_step_ms": list(t.plain_ms), "plain_steps": len(t.plain_steps_ms),
+        "fixes": [{"label": f.label, "knobs": list(f.knobs), "rules": list(f.rules),
+                   "codes": list(f.codes), "status": f.status, "reason": f.reason,
+                   "measured_speedup": f.measured, "measured_low": f.measured_low,
+                   "measured_high": f.measured_high, "runs": f.runs, "step_ms": f.step_ms,
+                   "estimated_speedup": f.estimated, "changes_numerics": f.numerics,
+                   "combination": f.combination, "improvement": f.improvement}
+                  for f in t.fixes],
+        "improvements": [f.label for f in t.improvements],
+    }
 
 
 def _changes(rows: tuple[Change, ...]) -> list[dict[str, Any]]:
@@ -42,7 +61,10 @@ def to_gate_dict(result: GateResult) -> dict[str, Any]:
             "baseline_median_ms": round(t.base_median_ms, 4),
             "candidate_median_ms": round(t.cand_median_ms, 4),
             "p_slower": t.test.p_greater, "p_faster": t.test.p_less, "exact_test": t.test.exact,
+            "source": "tried" if t.source == TRIED_SOURCE else "profiled",
+            "baseline_steps": t.n_base, "candidate_steps": t.n_cand,
         },
+        "tried": {"baseline": _tried(result.baseline), "candidate": _tried(result.candidate)},
         "host_noise": None if result.host_noise is None else {
             "is_noise": result.host_noise.is_noise, "reasons": list(result.host_noise.reasons)},
         "regressions": [{"kind": r.kind, "summary": r.summary, "rules": list(r.rules),

@@ -72,6 +72,23 @@ def attribution_lines(result: GateResult) -> list[str]:
     return lines
 
 
+def tried_lines(result: GateResult) -> list[str]:
+    """The fixes `advisor profile --try` measured on either run, beside the verdict: the
+    candidate's improvements first, as what the change could still gain."""
+    out: list[str] = []
+    for role, x in (("candidate", result.candidate), ("baseline", result.baseline)):
+        if x.tried is None:
+            continue
+        found = x.tried.improvements
+        head = (f"{len(found)} available measured improvement{'s' if len(found) != 1 else ''}"
+                if found else "no fix measured faster")
+        out.append(f"Measured on the {role}'s job (advisor profile --try): {head}")
+        out.extend(f"  - {f.describe()}" for f in x.tried.fixes)
+        if not x.tried.fixes:
+            out.append("  - nothing was tried")
+    return out
+
+
 def render_text(result: GateResult) -> str:
     out = [f"advisor gate: {HEADLINE[result.status]}",
            *_run("baseline", result.baseline), *_run("candidate", result.candidate),
@@ -98,6 +115,7 @@ def render_text(result: GateResult) -> str:
         out.append("Improved:")
         out.extend(f"  - {f.rule} ({f.code}): {f.status}, {f.base_saved_ms:.3f} -> "
                    f"{f.cand_saved_ms:.3f} ms/step" for f in fixed)
+    out.extend(tried_lines(result))
     lines = attribution_lines(result)
     if lines:
         out.append("Where the time moved (per step, baseline -> candidate):")
