@@ -136,11 +136,17 @@ def _unwrapped(order: Sequence[CpuRange], longest: list[int], i: int) -> str:
     """The range's name, or for a decorator's wrapper the name of the Python call it wraps."""
     for _ in range(4):
         frame = _parse(order[i].name) if order[i].source is RangeSource.PYTHON else None
+        own = frame is not None and _own(order[i].name)
         j = longest[i]
-        if frame is None or j < 0 or not (frame.function in WRAPPERS or _own(order[i].name)):
+        if frame is None or not (frame.function in WRAPPERS or own):
             break
+        if j < 0:
+            # advisor's own hook with nothing under it: its function's name, never its file
+            return frame.function if own else order[i].name
         if order[j].source is not RangeSource.PYTHON or _parse(order[j].name) is None:
-            break
+            # a wrapper is named after a Python call only; advisor's hook after whatever it
+            # ran (the profiler's own range of the DataLoader's __next__, an operator)
+            return order[j].name if own else order[i].name
         i = j
     return order[i].name
 
