@@ -30,6 +30,10 @@ def frameworks_markdown(rules: list[type[Rule]]) -> str:
              "the fix gives the plain-PyTorch, HF Trainer, accelerate and Lightning columns "
              "side by side; a trace with no PyTorch in it gets no PyTorch fix "
              "(`advisor.engine.fix_variants`). `$name` is filled from the trace.", "",
+             "**Untested columns.** The accelerate and DeepSpeed fixes are written from those "
+             "libraries' documented settings; no run of either has been captured, so neither "
+             "their detection nor their fixes are checked on a real trace (the plain PyTorch, "
+             "HF Trainer and Lightning columns are: docs/validation.md).", "",
              "| rule | mechanism | " + " | ".join(FRAMEWORK_LABELS[f] for f in FRAMEWORKS) + " |",
              "|---|---|" + "---|" * len(FRAMEWORKS)]
     for rule in rules:
