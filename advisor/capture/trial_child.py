@@ -170,10 +170,18 @@ class LossWatch:
             self._undo()
 
 
+OUT_OF_MEMORY = ("out of memory", "can't allocate memory", "cannot allocate memory",
+                 "not enough memory")
+"""How allocators word a refused allocation: CUDA's caching allocator (``torch.OutOfMemoryError``,
+"CUDA out of memory"), PyTorch's CPU allocator ("DefaultCPUAllocator: can't allocate memory ...
+Error code 12 (Cannot allocate memory)"), older CPU builds ("not enough memory")."""
+
+
 def _reason(e: BaseException) -> str:
     name = type(e).__name__
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-    if "OutOfMemory" in name or "out of memory" in text.lower():
+    low = text.lower()
+    if "OutOfMemory" in name or isinstance(e, MemoryError) or any(m in low for m in OUT_OF_MEMORY):
         return f"out of memory ({name}: {text[:200]})"
     return f"{name}: {text[:300]}" if text else name
 

@@ -79,10 +79,13 @@ def test_every_knob_reaches_the_script_and_saves_stay_in_scratch(tmp_path):
     assert res["loss_seen"] > 0 and res["loss_finite"] is True
 
 
-def test_nan_loss_and_a_knob_reaching_nothing_fail_with_their_reason(tmp_path):
+def test_nan_loss_oom_and_a_knob_reaching_nothing_fail_with_their_reason(tmp_path):
     nan = trial(tmp_path, KNOBS, ["--nan-under-autocast", "--iters", "60", "--save", ""],
                 ["bf16"])
     assert nan["status"] == "failed" and "NaN or inf" in nan["reason"], nan
+    oom = trial(tmp_path, KNOBS, ["--oom-under-autocast", "--iters", "60", "--save", ""],
+                ["bf16"])
+    assert oom["status"] == "failed" and oom["reason"].startswith("out of memory ("), oom
     nothing = trial(tmp_path, SCRIPTS / "batch_between.py", [], ["loader:num_workers=2"])
     assert nothing["status"] == "failed" and "reached nothing" in nothing["reason"], nothing
 

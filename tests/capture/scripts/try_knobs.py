@@ -7,7 +7,8 @@ DataLoader's settings, whether autocast is on in forward, whether forward runs c
 TF32 flag, and with ``--ddp`` (a one-process gloo group) the DDP wrapper's settings.
 ``--slow-without-tf32 MS`` sleeps in forward unless TF32 is on (a step TF32 speeds up).
 ``--raise-under-autocast`` raises (as a script broken by bf16 would),
-``--nan-under-autocast`` makes the loss NaN under autocast.
+``--nan-under-autocast`` makes the loss NaN under autocast, ``--oom-under-autocast`` asks the
+allocator for more memory than any machine has under autocast (a real allocation failure).
 
     python try_knobs.py [--iters N] [--observe FILE] [--save PATH] [...]
 """
@@ -47,6 +48,8 @@ class Net(torch.nn.Module):
         SEEN["autocast"] = autocast
         if autocast and self.args.raise_under_autocast:
             raise RuntimeError("this model does not run under autocast")
+        if autocast and self.args.oom_under_autocast:
+            torch.empty(1 << 52, dtype=torch.uint8)  # 4 PiB: the allocator refuses
         out = self.body(x)
         if autocast and self.args.nan_under_autocast:
             out = out * float("nan")
@@ -61,6 +64,7 @@ def main() -> None:
     p.add_argument("--save-every", type=int, default=5)
     p.add_argument("--raise-under-autocast", action="store_true")
     p.add_argument("--nan-under-autocast", action="store_true")
+    p.add_argument("--oom-under-autocast", action="store_true")
     p.add_argument("--ddp", action="store_true")
     p.add_argument("--slow-without-tf32", type=float, default=0.0, metavar="MS")
     args = p.parse_args()
