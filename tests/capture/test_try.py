@@ -283,3 +283,28 @@ def test_trials_start_where_the_profiled_script_started(tmp_path):
                     cwd=str(start))
     runner.run("plain", ())
     assert (start / "where.txt").read_text() == str(start)
+
+
+def test_a_fix_that_needs_a_code_change_is_listed_as_not_tried():
+    """host-sync's fix (move the syncs out of the step) is a code change: --try names it, with
+    the fix's title, instead of a trial; a named rule with no finding is said so too. On the
+    real H100 capture of the host-sync scenario."""
+    from advisor.analysis import analyze
+    from advisor.capture.trial import choose
+    from advisor.report.tried import Tried, console_lines, to_json
+
+    findings = analyze(ROOT / "fixtures/scenarios/host-sync/bad/nsys.sqlite.gz").results.findings
+    sync = next(f for f in findings if f.rule == "host-sync")
+    assert not sync.fix.knobs
+    cands, not_tried = choose(findings, ())
+    skipped = {n.rule: n for n in not_tried}
+    assert skipped["host-sync"].reason == "needs a code change: " + sync.fix.title
+    assert skipped["host-sync"].code == sync.code
+    assert all(f.rule not in skipped for c in cands for f in c.findings)
+    _, named = choose(findings, ("host-sync", "fp8-candidate"))
+    assert [(n.rule, n.reason) for n in named][-1] == (
+        "fp8-candidate", "the analysis has no finding of this rule")
+    t = Tried(2, 4, 30.0, "mean", (), (), tuple(not_tried))
+    assert f"- host-sync: not tried (needs a code change: {sync.fix.title})" in console_lines(t)
+    assert {"rule": "host-sync", "code": sync.code,
+            "reason": skipped["host-sync"].reason} in to_json(t)["not_tried"]
