@@ -41,6 +41,7 @@ class Scratch:
         self.folders: set[str] = set()  # the script's folders (resolved) the trial saved into
         self._undo: list[Callable[[], None]] = []
         self._cwd = Path.cwd()
+        self._root = Path(os.path.normpath(self._cwd / root))  # absolute, as paths are compared
 
     def path(self, original: str | os.PathLike[str] | None, default: str = "output") -> str:
         """Where ``original`` goes during the trial (a folder for None)."""
@@ -50,6 +51,12 @@ class Scratch:
             p = Path(os.fspath(original))
             full = p if p.is_absolute() else self._cwd / p
             full = Path(os.path.normpath(full))
+            if full.is_relative_to(self._root):
+                # already here: a save into a framework's output folder, which the trial pointed
+                # into scratch (HF `output_dir`, Lightning's `default_root_dir`), stays where it is
+                # instead of nesting a second copy of the scratch path under the scratch folder
+                full.parent.mkdir(parents=True, exist_ok=True)
+                return str(full)
             try:
                 rel = full.relative_to(self._cwd)
             except ValueError:

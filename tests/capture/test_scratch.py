@@ -58,3 +58,21 @@ def test_a_save_then_rename_checkpoint_stays_in_scratch_and_leaves_the_real_one(
     assert torch.load(kept / "model_best.pth.tar")["w"].item() == 3.0
     assert os.replace is not None and os.path.exists.__name__ == "exists"  # all put back
     assert not hasattr(os.replace, "__wrapped__") and not hasattr(shutil.copy2, "__wrapped__")
+
+
+def test_a_save_into_a_folder_already_in_scratch_stays_there(tmp_path, monkeypatch):
+    """A framework's output folder points into scratch already (HF ``output_dir``, Lightning's
+    ``default_root_dir``); its own saves there must not be redirected a second time (they were
+    written under ``scratch/<the scratch path again>/``, apart from the rest of the checkpoint)."""
+    monkeypatch.chdir(tmp_path)
+    scratch = Scratch(tmp_path / "out" / "scratch")
+    scratch.install()
+    try:
+        out = scratch.path("hf-out")  # what TrainingArguments(output_dir="hf-out") gets
+        torch.save({"w": torch.tensor([1.0])}, os.path.join(out, "checkpoint-2", "optimizer.pt"))
+        assert scratch.path(os.path.join(out, "last.ckpt")) == os.path.join(out, "last.ckpt")
+    finally:
+        scratch.uninstall()
+    assert (tmp_path / "out" / "scratch" / "hf-out" / "checkpoint-2" / "optimizer.pt").is_file()
+    assert sorted(p.name for p in (tmp_path / "out" / "scratch").iterdir()) == ["hf-out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
