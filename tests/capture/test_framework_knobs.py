@@ -62,6 +62,8 @@ def test_hf_training_arguments_get_every_knob_and_checkpoints_stay_in_scratch(tm
     assert saved and all(f.startswith("hf-out/checkpoint-") for f in saved), saved
     last = max((scratch / "hf-out").glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     assert {"model.safetensors", "optimizer.pt", "trainer_state.json"} <= set(os.listdir(last))
+    # and the script's save_total_limit=2 rotation (shutil.rmtree) still works there
+    assert len(list((scratch / "hf-out").glob("checkpoint-*"))) == 2, saved
 
 
 def test_lightning_trainer_gets_bf16_precision_and_checkpoints_stay_in_scratch(tmp_path):

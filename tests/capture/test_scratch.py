@@ -76,3 +76,28 @@ def test_a_save_into_a_folder_already_in_scratch_stays_there(tmp_path, monkeypat
     assert (tmp_path / "out" / "scratch" / "hf-out" / "checkpoint-2" / "optimizer.pt").is_file()
     assert sorted(p.name for p in (tmp_path / "out" / "scratch").iterdir()) == ["hf-out"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_framework_output_folder_leaves_the_working_directory_and_rmtree_alone(tmp_path,
+                                                                                 monkeypatch):
+    """A relative output folder (HF ``output_dir="hf-out"``) is in the working directory: the
+    folder, not its parent, is one the trial saved into, so the script's other relative paths
+    still resolve (``os.path.exists("data.txt")`` was False in HF trials); and ``shutil.rmtree``
+    (HF's ``save_total_limit`` rotation) unlinks by names relative to an open folder, which must
+    not be mapped (they became absolute paths, missed, and rotation silently kept every
+    checkpoint)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.txt").write_text("x")
+    scratch = Scratch(tmp_path / "scratch")
+    scratch.install()
+    try:
+        out = scratch.path("hf-out", folder=True)
+        os.makedirs(os.path.join(out, "checkpoint-2"))
+        torch.save({"w": torch.tensor([1.0])}, os.path.join(out, "checkpoint-2", "optimizer.pt"))
+        assert os.path.exists("data.txt")
+        assert os.path.exists("hf-out/checkpoint-2")  # what is in the folder follows it
+        shutil.rmtree(os.path.join(out, "checkpoint-2"), ignore_errors=True)
+        assert not os.path.exists(os.path.join(out, "checkpoint-2"))
+    finally:
+        scratch.uninstall()
+    assert (tmp_path / "data.txt").read_text() == "x"
