@@ -84,8 +84,8 @@ def test_a_framework_output_folder_leaves_the_working_directory_and_rmtree_alone
     folder, not its parent, is one the trial saved into, so the script's other relative paths
     still resolve (``os.path.exists("data.txt")`` was False in HF trials); and ``shutil.rmtree``
     (HF's ``save_total_limit`` rotation) unlinks by names relative to an open folder, which must
-    not be mapped (they became absolute paths, missed, and rotation silently kept every
-    checkpoint)."""
+    not be mapped as if relative to the working directory (once that is a folder saved into,
+    they became scratch paths, missed, and rotation silently kept every checkpoint)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data.txt").write_text("x")
     scratch = Scratch(tmp_path / "scratch")
@@ -96,6 +96,8 @@ def test_a_framework_output_folder_leaves_the_working_directory_and_rmtree_alone
         torch.save({"w": torch.tensor([1.0])}, os.path.join(out, "checkpoint-2", "optimizer.pt"))
         assert os.path.exists("data.txt")
         assert os.path.exists("hf-out/checkpoint-2")  # what is in the folder follows it
+        torch.save({}, "ckpt.pt")  # the working directory is now a folder saved into
+        assert os.path.exists("ckpt.pt") and not (tmp_path / "ckpt.pt").exists()
         shutil.rmtree(os.path.join(out, "checkpoint-2"), ignore_errors=True)
         assert not os.path.exists(os.path.join(out, "checkpoint-2"))
     finally:
