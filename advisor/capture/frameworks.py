@@ -117,10 +117,12 @@ class FrameworkPatches:
     """The framework constructors' patches for one trial."""
 
     def __init__(self, knobs: Mapping[str, Knob], applied: list[str],
-                 output_dir: Callable[[str | None], str] | None = None) -> None:
+                 output_dir: Callable[[str | None], str] | None = None,
+                 save_path: Callable[[str], str] | None = None) -> None:
         self.knobs = knobs
         self.applied = applied
         self.output_dir = output_dir  # the trial's scratch folder for the framework's outputs
+        self.save_path = save_path or output_dir  # where a file the framework saves goes
         self.took: set[str] = set()  # knob kinds a framework applied
         self._undo: list[Callable[[], None]] = []
         self._finders: list[_PatchOnImport] = []
@@ -183,7 +185,7 @@ class FrameworkPatches:
     def _redirect_save_checkpoint(self, cls: type) -> None:
         """``Trainer.save_checkpoint(filepath)`` (what ModelCheckpoint calls) into scratch."""
         orig = cls.save_checkpoint
-        to = self.output_dir
+        to = self.save_path
 
         def save_checkpoint(trainer, filepath, *args, **kwargs):
             return orig(trainer, to(str(filepath)), *args, **kwargs)

@@ -36,12 +36,13 @@ class KnobApplier:
     trial's session once it knows which modules the loop calls at the top."""
 
     def __init__(self, knobs: Iterable[Knob],
-                 output_dir: Callable[[str | None], str] | None = None) -> None:
+                 output_dir: Callable[[str | None], str] | None = None,
+                 save_path: Callable[[str], str] | None = None) -> None:
         self.knobs = {k.kind: k for k in knobs}
         self.applied: list[str] = []  # what each knob reached, in words
         self.passed_over: list[str] = []  # where a knob had nothing to change, and why
         self._undo: list[Callable[[], None]] = []
-        self.frameworks = FrameworkPatches(self.knobs, self.applied, output_dir)
+        self.frameworks = FrameworkPatches(self.knobs, self.applied, output_dir, save_path)
 
     def note(self, what: str) -> None:
         if what not in self.applied:

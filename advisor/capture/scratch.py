@@ -41,22 +41,33 @@ class Scratch:
         self.folders: set[str] = set()  # the script's folders (resolved) the trial saved into
         self._undo: list[Callable[[], None]] = []
         self._cwd = Path.cwd()
+        self._root = Path(os.path.normpath(self._cwd / root))  # absolute, as paths are compared
 
-    def path(self, original: str | os.PathLike[str] | None, default: str = "output") -> str:
-        """Where ``original`` goes during the trial (a folder for None)."""
+    def path(self, original: str | os.PathLike[str] | None, default: str = "output",
+             folder: bool = False) -> str:
+        """Where ``original`` goes during the trial (a folder for None). A file's folder joins
+        the folders the trial saved into; a ``folder`` (a framework's output folder) joins them
+        itself, not its parent: a relative ``output_dir``'s parent is the working directory,
+        and every relative path there (``os.path.exists("data.txt")``) would have followed."""
         if original is None:
             target = self.root / default
         else:
             p = Path(os.fspath(original))
             full = p if p.is_absolute() else self._cwd / p
             full = Path(os.path.normpath(full))
+            if full.is_relative_to(self._root):
+                # already here: a save into a framework's output folder, which the trial pointed
+                # into scratch (HF `output_dir`, Lightning's `default_root_dir`), stays where it is
+                # instead of nesting a second copy of the scratch path under the scratch folder
+                full.parent.mkdir(parents=True, exist_ok=True)
+                return str(full)
             try:
                 rel = full.relative_to(self._cwd)
             except ValueError:
                 rel = Path("abs", *full.parts[1:])
             target = self.root / rel
             self.moved[str(full)] = str(target)
-            self.folders.add(str(full.parent))
+            self.folders.add(str(full if folder else full.parent))
         target.parent.mkdir(parents=True, exist_ok=True)
         return str(target)
 
@@ -112,6 +123,10 @@ class Scratch:
         orig = getattr(owner, attr)
 
         def redirected(*args, **kwargs):
+            if any(kwargs.get(k) is not None for k in ("dir_fd", "src_dir_fd", "dst_dir_fd")):
+                # a name relative to an open folder (shutil.rmtree's unlinks), not to the
+                # working directory: mapped, it became an absolute path that missed the file
+                return orig(*args, **kwargs)
             args = list(args)
             for key in ("f", "filename"):
                 if key in kwargs and isinstance(kwargs[key], (str, os.PathLike)):

@@ -195,7 +195,8 @@ def run_trial(spec: dict[str, Any]) -> dict[str, Any]:
     rank = detect_rank()
     knobs = [parse_knob(k) for k in spec.get("knobs", [])]
     scratch = Scratch(Path(spec["scratch"]))
-    applier = KnobApplier(knobs, output_dir=lambda p: scratch.path(p, "output"))
+    applier = KnobApplier(knobs, output_dir=lambda p: scratch.path(p, "output", folder=True),
+                          save_path=scratch.path)
     sess = TrialSession(applier, int(spec["steps"]), float(spec["seconds"]),
                         int(spec.get("epochs", 0)), rank.world)
     loss = LossWatch()

@@ -58,3 +58,48 @@ def test_a_save_then_rename_checkpoint_stays_in_scratch_and_leaves_the_real_one(
     assert torch.load(kept / "model_best.pth.tar")["w"].item() == 3.0
     assert os.replace is not None and os.path.exists.__name__ == "exists"  # all put back
     assert not hasattr(os.replace, "__wrapped__") and not hasattr(shutil.copy2, "__wrapped__")
+
+
+def test_a_save_into_a_folder_already_in_scratch_stays_there(tmp_path, monkeypatch):
+    """A framework's output folder points into scratch already (HF ``output_dir``, Lightning's
+    ``default_root_dir``); its own saves there must not be redirected a second time (they were
+    written under ``scratch/<the scratch path again>/``, apart from the rest of the checkpoint)."""
+    monkeypatch.chdir(tmp_path)
+    scratch = Scratch(tmp_path / "out" / "scratch")
+    scratch.install()
+    try:
+        out = scratch.path("hf-out")  # what TrainingArguments(output_dir="hf-out") gets
+        torch.save({"w": torch.tensor([1.0])}, os.path.join(out, "checkpoint-2", "optimizer.pt"))
+        assert scratch.path(os.path.join(out, "last.ckpt")) == os.path.join(out, "last.ckpt")
+    finally:
+        scratch.uninstall()
+    assert (tmp_path / "out" / "scratch" / "hf-out" / "checkpoint-2" / "optimizer.pt").is_file()
+    assert sorted(p.name for p in (tmp_path / "out" / "scratch").iterdir()) == ["hf-out"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_a_framework_output_folder_leaves_the_working_directory_and_rmtree_alone(tmp_path,
+                                                                                 monkeypatch):
+    """A relative output folder (HF ``output_dir="hf-out"``) is in the working directory: the
+    folder, not its parent, is one the trial saved into, so the script's other relative paths
+    still resolve (``os.path.exists("data.txt")`` was False in HF trials); and ``shutil.rmtree``
+    (HF's ``save_total_limit`` rotation) unlinks by names relative to an open folder, which must
+    not be mapped as if relative to the working directory (once that is a folder saved into,
+    they became scratch paths, missed, and rotation silently kept every checkpoint)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.txt").write_text("x")
+    scratch = Scratch(tmp_path / "scratch")
+    scratch.install()
+    try:
+        out = scratch.path("hf-out", folder=True)
+        os.makedirs(os.path.join(out, "checkpoint-2"))
+        torch.save({"w": torch.tensor([1.0])}, os.path.join(out, "checkpoint-2", "optimizer.pt"))
+        assert os.path.exists("data.txt")
+        assert os.path.exists("hf-out/checkpoint-2")  # what is in the folder follows it
+        torch.save({}, "ckpt.pt")  # the working directory is now a folder saved into
+        assert os.path.exists("ckpt.pt") and not (tmp_path / "ckpt.pt").exists()
+        shutil.rmtree(os.path.join(out, "checkpoint-2"), ignore_errors=True)
+        assert not os.path.exists(os.path.join(out, "checkpoint-2"))
+    finally:
+        scratch.uninstall()
+    assert (tmp_path / "data.txt").read_text() == "x"

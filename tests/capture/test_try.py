@@ -203,8 +203,8 @@ def test_fixes_that_measured_faster_are_tried_together_once(tmp_path, monkeypatc
 
 
 def test_framework_arguments_for_the_knobs():
-    """What HF TrainingArguments and Lightning Trainer get (their constructors are patched only
-    where the script imports them; neither package is installed on the CI machine)."""
+    """What HF TrainingArguments and Lightning Trainer get, ``tf32=True`` with a GPU included
+    (the real constructors on the CPU: tests/capture/test_framework_knobs.py)."""
     from advisor.capture.frameworks import hf_overrides, lightning_overrides
 
     knobs = {k.kind: k for k in map(parse_knob, ("bf16", "tf32", "compile:mode=reduce-overhead",
