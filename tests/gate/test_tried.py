@@ -109,6 +109,31 @@ def test_a_try_result_gates_and_shows_its_measured_fixes(nanogpt, tmp_path):
     assert "Measured on the candidate's job" in md.read_text()
 
 
+def test_junit_and_github_carry_the_measured_fixes(nanogpt, tmp_path):
+    """The CI views show what --try measured too: JUnit beside the step-time case's verdict
+    (output, not a failure), GitHub as a notice per fix measured faster in every round."""
+    import xml.etree.ElementTree as ET
+
+    junit = tmp_path / "gate.xml"
+    r = run_cli(["gate", str(nanogpt["plain"]), str(nanogpt["try"]), "--junit", str(junit),
+                 "--github-annotations"])
+    assert r.exit_code == 0, r.stderr
+    root = ET.parse(junit).getroot()
+    assert root.get("failures") == "0" and root.get("errors") == "0"
+    step = next(c for c in root.iter("testcase") if c.get("name") == "step time")
+    out = step.find("system-out").text.splitlines()
+    assert out[1] == ("Measured on the candidate's job (advisor profile --try): 2 available "
+                      "measured improvements")
+    assert any("loader-jitter (INPT001): failed: the knob reached nothing" in x for x in out)
+    notices = [x for x in r.stdout.splitlines()
+               if x.startswith("::notice title=advisor gate%3A measured improvement::")]
+    assert len(notices) == 2
+    assert "compiler-fusion (KERN004): measured 1.25x" in notices[0]
+    # a baseline's fixes are no candidate's improvement: nothing is announced the other way
+    r = run_cli(["gate", str(nanogpt["try"]), str(nanogpt["plain"]), "--github-annotations"])
+    assert "measured improvement::" not in r.stdout
+
+
 def test_a_result_without_tried_gates_as_before(nanogpt, tmp_path):
     """The same run without its ``tried``: the same verdict, nothing measured shown."""
     out = tmp_path / "verdict.json"

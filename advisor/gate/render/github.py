@@ -34,6 +34,11 @@ def render_annotations(result: GateResult) -> str:
                  if n.startswith("host timing noise"))
     if result.status == "pass":
         lines.append(annotate("notice", "advisor gate: pass", f"step time {result.timing.describe()}"))
+    # what `advisor profile --try` measured on the candidate's job: a notice per fix that was
+    # faster in every round (information beside the verdict, never an error)
+    if result.candidate.tried is not None:
+        lines.extend(annotate("notice", "advisor gate: measured improvement", f.describe())
+                     for f in result.candidate.tried.improvements)
     return "\n".join(lines) + "\n"
 
 

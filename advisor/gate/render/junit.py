@@ -15,6 +15,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from advisor.gate.compare import GateResult, Regression
+from advisor.gate.render.text import tried_lines
 from advisor.safe_text import no_ci_commands, plain
 
 SUITE = "advisor gate"
@@ -46,10 +47,10 @@ def _suite(cases: list[ET.Element]) -> bytes:
 
 
 def _case(name: str, failures: list[Regression] | None = None, error: str | None = None,
-          out: str | None = None, error_wins: bool = False) -> ET.Element:
+          out: str | list[str] | None = None, error_wins: bool = False) -> ET.Element:
     case = ET.Element("testcase", classname="advisor.gate", name=xml_text(name))
     failures = failures or []
-    lines = [out] if out else []
+    lines = list(out) if isinstance(out, list) else [out] if out else []
     if failures and not (error is not None and error_wins):
         text = xml_text(_lines([r.summary for r in failures]))
         kinds = sorted({r.kind for r in failures})
@@ -74,9 +75,12 @@ def render_junit(result: GateResult) -> bytes:
 
     step_fail = [r for r in result.failures if r.kind == "step-time"]
     refused = "; ".join(result.inconclusive) if result.refused else None
+    # the fixes `advisor profile --try` measured go beside the step time's verdict, as output:
+    # they never change it (`advisor.gate.render.text.tried_lines`)
     cases = [_case("step time", step_fail,
                    "; ".join(result.inconclusive) or None,
-                   f"{result.timing.describe()}: {result.timing.verdict}",
+                   [f"{result.timing.describe()}: {result.timing.verdict}",
+                    *tried_lines(result)],
                    error_wins=result.refused)]
     for rule in load_rules():
         failing = [r for r in result.failures if r.kind != "step-time" and rule.name in r.rules]
