@@ -180,6 +180,8 @@ class LoaderJitter(Rule):
     mechanisms: ClassVar[Mapping[str, str]] = {
         "main-thread-loading": "the training thread loads each batch itself (num_workers=0) "
                                "while the GPU waits",
+        "script-loading": "the training thread prepares each batch in the script's own code "
+                          "(no DataLoader) while the GPU waits",
         "saturated-workers": "DataLoader workers run, but cannot produce batches as fast as the "
                              "GPU consumes them",
         "allocation-churn": "buffers are allocated and freed in the step (variable sample sizes, "
@@ -190,6 +192,23 @@ class LoaderJitter(Rule):
                                 "persistent_workers=true:prefetch_factor=4",),
     }
     fixes: ClassVar[tuple[FixVariant, ...]] = (
+        FixVariant(
+            "script-loading",
+            "Prepare batches off the training thread: build batch N+1 in a prefetch thread "
+            "while step N runs, pinned, copied non_blocking, indexing vectorised (or a "
+            "DataLoader with $workers worker processes)",
+            "# the script's own batch function, e.g. get_batch(): run it ahead of the step\n"
+            "import queue, threading\n"
+            "batches = queue.Queue(maxsize=4)\n"
+            "def fill():\n"
+            "    while True:\n"
+            "        x, y = get_batch('train')   # one fancy-index gather, not a Python loop of slices\n"
+            "        batches.put((x.pin_memory().to(device, non_blocking=True),\n"
+            "                     y.pin_memory().to(device, non_blocking=True)))\n"
+            "threading.Thread(target=fill, daemon=True).start()\n"
+            "X, Y = batches.get()                # in the loop, instead of get_batch('train')\n"
+            "# or wrap the dataset in a DataLoader(dataset, num_workers=$workers, pin_memory=True,\n"
+            "#                                     persistent_workers=True, prefetch_factor=4)"),
         FixVariant(
             "main-thread-loading",
             "Prepare batches off the training thread: $workers DataLoader worker processes "
@@ -270,6 +289,8 @@ class LoaderJitter(Rule):
     model: ClassVar[Mapping[str, str]] = {
         "main-thread-loading": "replay with the data phase loaded by $parallel parallel worker "
                                "processes (bounded by the host's cores) behind the rest of the step",
+        "script-loading": "replay with the data phase prepared by $parallel parallel workers "
+                          "(bounded by the host's cores) behind the rest of the step",
         "saturated-workers": "replay with the data phase loaded by $parallel times the workers' "
                              "throughput behind the rest of the step (high: GPU decode)",
         "allocation-churn": "replay with allocations served from a pool and outlier data phases "
@@ -377,8 +398,12 @@ class LoaderJitter(Rule):
         target = max(1, min(cores - 1, MAX_WORKERS))
         on_thread = workers == 0
         current = max(1, workers or 0)
+        # `advisor profile` saw no DataLoader: the script's own code builds the batches, so no
+        # DataLoader setting reaches them (no knob: `--try` reports the fix as a code change)
+        in_script = on_thread and ctx.facts.no_dataloader
         if on_thread:
-            mechanism, gain, gain_low = "main-thread-loading", target, target / 2
+            mechanism = "script-loading" if in_script else "main-thread-loading"
+            gain, gain_low = target, target / 2
         elif workers is None:  # workers run, how many is unknown: assume room to double
             mechanism, gain, gain_low = "saturated-workers", 2.0, 1.0
         else:
@@ -411,7 +436,9 @@ class LoaderJitter(Rule):
         data_ms = data_gpu / len(steps) / 1e6
         message = (f"the GPU waits for input {input_wait:.0%} of the step ({data_ms:.2f} ms per "
                    "step in the data phase): "
-                   + ("the training thread loads each batch itself (num_workers=0)" if on_thread
+                   + ("the training thread prepares each batch in the script's own code (no "
+                      "DataLoader)" if in_script
+                      else "the training thread loads each batch itself (num_workers=0)" if on_thread
                       else f"{workers} DataLoader workers cannot keep up" if workers
                       else "DataLoader workers cannot keep up"))
         if kinds:
@@ -590,6 +617,9 @@ def loader_workers(graph: OpGraph, ctx: RuleContext) -> tuple[int | None, str]:
     if ctx.facts.loader is not None:
         return ctx.facts.loader.num_workers, (f"num_workers={ctx.facts.loader.num_workers}, "
                                               "recorded by advisor profile")
+    if ctx.facts.no_dataloader:
+        return 0, ("no DataLoader: advisor profile saw the script build none, so its own code "
+                   "prepares the batches on the training thread")
     pid = ctx.steps[0].pid
     for r in graph.ranges:
         if r.pid != pid or "DataLoader" not in r.name:

@@ -295,3 +295,28 @@ def step_time_errors(fmt: str) -> dict[str, float]:
         unprofiled = (a.results.replay.unprofiled_mean_ns or a.summary.mean_step_ns) / 1e6
         out[f"{d.parent.name}/{d.name}"] = (unprofiled - measured) / measured
     return out
+
+
+GRAPH_LAUNCH = FIXTURES / "archive" / "public" / "wave6-2026-12-02" / "logs" / "graph_launch.json"
+"""`benchmarks/graph_launch_cost.py` on the H200 (2026-12-02, torch 2.11.0+cu130): the host time
+of `CUDAGraph.replay()` measured without a profiler, graphs of 1 to 4,000 tiny kernels."""
+
+
+def graph_launch_range(min_nodes: int = 100) -> tuple[float, float]:
+    """The measured host cost of one replay (ns) of a graph as big as a captured training step
+    (hundreds of kernels or more): from the median queued behind earlier work (a loop of
+    replays) to the median from an idle GPU (a replay after a host sync)."""
+    import json
+
+    rows = [g for g in json.loads(GRAPH_LAUNCH.read_text())["graphs"] if g["nodes"] >= min_nodes]
+    return (min(g["queued_median_us"] for g in rows) * 1e3,
+            max(g["sync_median_us"] for g in rows) * 1e3)
+
+
+def graph_launch_error(launch_ns: float) -> float:
+    """How far the what-if model's graph launch lies outside the measured range, as a share of
+    the nearer end (0 inside it)."""
+    lo, hi = graph_launch_range()
+    if launch_ns < lo:
+        return (launch_ns - lo) / lo
+    return (launch_ns - hi) / hi if launch_ns > hi else 0.0

@@ -70,7 +70,9 @@ class Candidate:
 
     @property
     def estimate(self) -> Estimate | None:
-        return self.findings[0].estimate if self.findings and self.primary else None
+        # each trial applies one fix alone: a conditional finding's estimate alone is its peer
+        f = self.findings[0] if self.findings and self.primary else None
+        return None if f is None else (f.alone or f.estimate)
 
     @property
     def relative_to(self) -> str:

@@ -51,6 +51,14 @@ class HostFacts:
     # window's included: the run's epoch and evaluation boundaries (`loader_starts`)
     loader_start_steps: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+    # Recorded by `advisor profile` (its hooks watched every DataLoader the script built): a
+    # None ``loader`` then means the script built none, not that nobody looked.
+    captured: bool = False
+
+    @property
+    def no_dataloader(self) -> bool:
+        """The script drew its batches from no DataLoader (its own code prepared them)."""
+        return self.captured and self.loader is None
 
     def cores_or_assumed(self) -> tuple[int, str | None]:
         """The host's cores, or `ASSUMED_CORES` with the assumption to state."""
@@ -93,4 +101,5 @@ class HostFacts:
             loop_modules=tuple(get("loop_modules", ()) or ()),
             loader_run=observe({k: get(k, None) for k in RUN_KEYS}),
             loader_start_steps=starts,
+            captured=True,
         )

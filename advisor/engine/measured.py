@@ -227,6 +227,11 @@ def _rebase(e: Estimate, step: float) -> Estimate:
     return e.on_step(step)
 
 
+def _rebased(f: Finding, step: float) -> Finding:
+    alone = _rebase(f.alone, step) if f.alone is not None else None
+    return replace(f, estimate=_rebase(f.estimate, step), alone=alone)
+
+
 def on_measured(results: RuleResults, measured: MeasuredBaseline, trace_format: str,
                 ) -> tuple[RuleResults, RunAccount | None, tuple[str, ...]]:
     """The rules' results on the measured baseline: new results (``results`` is left as it
@@ -237,9 +242,8 @@ def on_measured(results: RuleResults, measured: MeasuredBaseline, trace_format: 
     if measured.usable and step is not None:
         m = step.baseline_ns
         r = replace(r, baseline_step_ns=m,  # the report's one step time is the measured one
-                    findings=[replace(f, estimate=_rebase(f.estimate, m)) for f in r.findings],
-                    below_threshold=[replace(f, estimate=_rebase(f.estimate, m))
-                                     for f in r.below_threshold],
+                    findings=[_rebased(f, m) for f in r.findings],
+                    below_threshold=[_rebased(f, m) for f in r.below_threshold],
                     combined=_rebase(r.combined, m) if r.combined is not None else None)
         replayed = r.replay.unprofiled_median_ns
         typical = step.median_ns
@@ -254,5 +258,5 @@ def on_measured(results: RuleResults, measured: MeasuredBaseline, trace_format: 
         acc = replace(acc, total=run_total(acc, r.combined, extra))
     if extra:
         r = replace(r, categories={**r.categories, **RUN_CATEGORIES},
-                    findings=sorted(r.findings + extra, key=lambda f: -f.estimate.speedup))
+                    findings=sorted(r.findings + extra, key=lambda f: -f.rank_speedup))
     return r, acc, warnings

@@ -9,7 +9,8 @@ primary's alone (the same what-if model as every estimate, `advisor.engine.whati
 
 - under the reporting threshold there: it was the primary's time, and the secondary is dropped
   from the findings (kept among the matches below the threshold, marked as explained);
-- above it: it stays, marked conditional on the primary, with that estimate.
+- above it: it stays, marked conditional on the primary, with that estimate, and keeps its
+  estimate alone (`Finding.alone`): what `--try` measures and what the findings are ranked by.
 """
 
 from __future__ import annotations
@@ -45,12 +46,15 @@ def conditional(ctx: RuleContext, primary: Finding, secondary: Finding, why: str
                        speedup=speedup, low=1.0 if e.withheld else low, high=high,
                        floor=floor, floor_binds=binds,
                        assumptions=(*e.assumptions, f"{primary.rule} is fixed first ({why})"))
-    return replace(secondary, estimate=estimate, conditional_on=primary.rule, explained=why)
+    return replace(secondary, estimate=estimate, conditional_on=primary.rule, explained=why,
+                   alone=e)
 
 
 def apply(ctx: RuleContext, rules: Mapping[str, type[Rule]], findings: list[Finding],
           weak: list[Finding], min_speedup: float) -> tuple[list[Finding], list[Finding]]:
-    """Findings and below-threshold matches after precedence (primaries first by gain)."""
+    """Findings and below-threshold matches after precedence, ordered by what each fix gives
+    applied on its own (`Finding.rank_speedup`): a conditional finding whose fix alone beats its
+    primary's comes first, as the fix to make first."""
     by_rule = {f.rule: f for f in findings}
     kept: list[Finding] = []
     for f in findings:
@@ -64,5 +68,5 @@ def apply(ctx: RuleContext, rules: Mapping[str, type[Rule]], findings: list[Find
         candidates = [conditional(ctx, p, f, why) for p, why in primaries]
         c = min(candidates, key=lambda x: x.estimate.speedup)
         (kept if c.estimate.speedup >= min_speedup else weak).append(c)
-    kept.sort(key=lambda f: (f.conditional_on is not None, -f.estimate.speedup))
+    kept.sort(key=lambda f: -f.rank_speedup)
     return kept, weak

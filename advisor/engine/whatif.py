@@ -51,8 +51,12 @@ if TYPE_CHECKING:
     import numpy as np
 
 GRAPH_LAUNCH_NS = 10_000
-"""Host cost of one ``cudaGraphLaunch`` of a captured training step (measured:
-fixtures/scenarios/uncaptured-cuda-graph/good and cpu-bound-loss/good, H100)."""
+"""Host cost of one replay of a captured training step (`CUDAGraph.replay()` from Python).
+Measured without a profiler by `benchmarks/graph_launch_cost.py` on the H200 (torch 2.11,
+CUDA 13.0): for graphs of 100 to 4,000 kernels, 4.5-7.1 µs while earlier work still runs and
+up to 21-22 µs from an idle GPU; the profiled captures' 112-370 µs per launch are the
+profilers' callbacks. The rule's range charges half and twice this (both inside the measured
+range; tests/engine/test_graph_launch_constant.py)."""
 
 GRAPH_NODE_GAP_NS = 1_000
 """Gap between consecutive kernels of a replayed CUDA graph on one stream (measured median on

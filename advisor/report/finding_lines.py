@@ -21,10 +21,11 @@ def skipped_lines(rep: Report, console: Console) -> None:
 def finding_block(console: Console, number: int, f, show_fixes: bool, where: str = "") -> None:
     """One finding as a block (ruff's diagnostics): the rule and estimate, the message,
     ``where`` (a job finding's ranks), the fix; its code with ``show_fixes``."""
-    e = f.estimate
+    e = f.alone or f.estimate  # a conditional finding heads with its fix alone, its rank
     per = " of the run" if e.relative_to == "run" else ""
     speed = (("no estimate", "yellow"), " ") if e.withheld else (
-        (f"{e.speedup:.2f}x{per}", "bold green"), f" ({e.low:.2f}-{e.high:.2f}) ")
+        (f"{e.speedup:.2f}x{per}", "bold green"),
+        f" ({e.low:.2f}-{e.high:.2f}) " + ("alone " if f.alone is not None else ""))
     head = Text.assemble((f"{number}. ", "bold"), (plain(f.rule), "bold cyan"), f" {f.code}  ", *speed,
                          (f.confidence.value, "dim"))
     console.print(head)
@@ -36,8 +37,11 @@ def finding_block(console: Console, number: int, f, show_fixes: bool, where: str
                                          f"{_ms(e.floor.ns)} per step", 10_000), style="yellow"),
                               (0, 0, 0, 3), expand=False))
     if f.conditional_on:
-        console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): this "
-                                         "is the estimate for that step", 10_000), style="yellow"),
+        c = f.estimate
+        after = ("no estimate" if c.withheld else
+                 f"{c.speedup:.2f}x ({c.low:.2f}-{c.high:.2f}) on that step")
+        console.print(Padding(Text(plain(f"once {f.conditional_on} is fixed ({f.explained}): "
+                                         f"{after}", 10_000), style="yellow"),
                               (0, 0, 0, 3), expand=False))
     if f.validation is None:  # said beside every unchecked estimate (issue 35)
         console.print(Padding(Text("unvalidated: this rule's estimate has no out-of-sample check",

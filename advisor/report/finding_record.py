@@ -55,6 +55,9 @@ def finding_dict(rf: ReportFinding) -> dict[str, Any]:
         # Causal precedence: the estimate is this fix's gain once that finding is fixed.
         "conditional_on": f.conditional_on,
         "explained_by": f.explained,
+        # A conditional finding's fix applied on its own: what --try measures and what the
+        # findings are ordered by (issue 33).
+        "alone": _alone(f),
         # The step's highest floor after the fix (kernels that stay, host time that stays,
         # the loader's supply): no estimate goes below it.
         "floor": _floor(e.floor, e.floor_binds),
@@ -62,6 +65,14 @@ def finding_dict(rf: ReportFinding) -> dict[str, Any]:
         # rule's number is the model's alone, and every view says so.
         "validation": validation_dict(f.validation),
     }
+
+
+def _alone(f: Finding) -> dict[str, Any] | None:
+    a = f.alone
+    if a is None:
+        return None
+    return {"estimated_speedup": round(a.speedup, 4), "speedup_low": round(a.low, 4),
+            "speedup_high": round(a.high, 4), "predicted_step_ms": _ms(a.predicted_step_ns)}
 
 
 def validation_dict(v: Validation | None) -> dict[str, Any]:

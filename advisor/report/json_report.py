@@ -29,8 +29,8 @@ from advisor.safe_text import json_text
 
 SCHEMA_VERSION = "1.2"  # 1.1: steps.detection, baseline_step_ms, estimate_withheld;
 # 1.2: framework, fix.mechanism/fix.framework, conditional_on/explained_by; steps.measured:
-# baseline_ms (the mean), bursty, burst_cause, window, noisy_host (optional, additive); and the
-# optional ``tried`` (written only by `advisor profile --try`)
+# baseline_ms (the mean), bursty, burst_cause, window, noisy_host (optional, additive); the
+# optional ``tried`` (written only by `advisor profile --try`); findings[].alone (optional)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
