@@ -113,3 +113,30 @@ def test_the_archive_holds_what_the_device_printed():
         name = Path(path).name
         again = settled((RUN / "logs" / name).read_text(errors="replace"))
         assert abs(again["step_ms"] - row["step_ms"]) < 1e-6
+
+
+def test_a_conditional_finding_shows_its_fix_alone_in_json_and_console():
+    """The JSON carries ``alone`` (schema-valid), and the console heads the finding with its
+    estimate alone, then says what it gives once its primary is fixed."""
+    import io
+
+    import jsonschema
+    from rich.console import Console
+
+    from advisor.report.finding_lines import finding_block
+    from advisor.report.json_report import SCHEMA_PATH, to_dict
+
+    a, _ = _profiled("nanogpt-char")
+    d = to_dict(a)
+    jsonschema.validate(d, json.loads(SCHEMA_PATH.read_text()))
+    first = d["findings"][0]
+    assert first["rule"] == "uncaptured-cuda-graph" and first["conditional_on"] == "loader-jitter"
+    assert first["alone"]["estimated_speedup"] > first["estimated_speedup"]
+    assert all(f["alone"] is None for f in d["findings"] if f["conditional_on"] is None)
+    out = io.StringIO()
+    finding_block(Console(file=out, width=200, color_system=None), 1, a.results.findings[0],
+                  show_fixes=False)
+    text = out.getvalue()
+    alone, cond = a.results.findings[0].alone, a.results.findings[0].estimate
+    assert f"{alone.speedup:.2f}x" in text.splitlines()[0] and "alone" in text.splitlines()[0]
+    assert "once loader-jitter is fixed" in text and f"{cond.speedup:.2f}x" in text
