@@ -75,6 +75,19 @@ def _data_host_ns(step: Step) -> int:
     return sum(b - a for a, b in step.phases.get("data", []))
 
 
+PREFETCH_THREAD = (
+    "import queue, threading\n"
+    "batches = queue.Queue(maxsize=4)\n"
+    "def fill():\n"
+    "    while True:\n"
+    "        x, y = get_batch('train')   # one fancy-index gather, not a Python loop of slices\n"
+    "        batches.put((x.pin_memory().to(device, non_blocking=True),\n"
+    "                     y.pin_memory().to(device, non_blocking=True)))\n"
+    "threading.Thread(target=fill, daemon=True).start()\n"
+    "X, Y = batches.get()                # in the loop, instead of get_batch('train')")
+"""A script's own batch function run ahead of the step on a thread: part of both loading fixes."""
+
+
 class LoaderJitter(Rule):
     """The input pipeline holds the step back: loading in the step, saturated workers, reallocations.
 
@@ -198,15 +211,7 @@ class LoaderJitter(Rule):
             "while step N runs, pinned, copied non_blocking, indexing vectorised (or a "
             "DataLoader with $workers worker processes)",
             "# the script's own batch function, e.g. get_batch(): run it ahead of the step\n"
-            "import queue, threading\n"
-            "batches = queue.Queue(maxsize=4)\n"
-            "def fill():\n"
-            "    while True:\n"
-            "        x, y = get_batch('train')   # one fancy-index gather, not a Python loop of slices\n"
-            "        batches.put((x.pin_memory().to(device, non_blocking=True),\n"
-            "                     y.pin_memory().to(device, non_blocking=True)))\n"
-            "threading.Thread(target=fill, daemon=True).start()\n"
-            "X, Y = batches.get()                # in the loop, instead of get_batch('train')\n"
+            + PREFETCH_THREAD + "\n"
             "# or wrap the dataset in a DataLoader(dataset, num_workers=$workers, pin_memory=True,\n"
             "#                                     persistent_workers=True, prefetch_factor=4)"),
         FixVariant(
@@ -219,15 +224,7 @@ class LoaderJitter(Rule):
             "                    pin_memory=True, persistent_workers=True, prefetch_factor=4)\n"
             "# then copy with x.cuda(non_blocking=True)\n"
             "# a hand-written get_batch(): build batch N+1 while step N runs\n"
-            "import queue, threading\n"
-            "batches = queue.Queue(maxsize=4)\n"
-            "def fill():\n"
-            "    while True:\n"
-            "        x, y = get_batch('train')   # one fancy-index gather, not a Python loop of slices\n"
-            "        batches.put((x.pin_memory().to(device, non_blocking=True),\n"
-            "                     y.pin_memory().to(device, non_blocking=True)))\n"
-            "threading.Thread(target=fill, daemon=True).start()\n"
-            "X, Y = batches.get()                # in the loop, instead of get_batch('train')"),
+            + PREFETCH_THREAD),
         FixVariant(
             "main-thread-loading",
             "Set TrainingArguments(dataloader_num_workers=$workers) so batches load in worker "
