@@ -23,6 +23,14 @@ variables (``--variant "cupti-kept=TEARDOWN_CUPTI=0 --then continue"``). On the 
         --from-iter 100 -- train.py config/train_shakespeare_char.py --compile=False \\
         --max_iters=500 --log_interval=1 --eval_interval=100000 --always_save_checkpoint=False
 
+``--concurrent CORES_A:CORES_B`` runs each pair side by side instead, plain and advisor at the
+same time on the same GPU, each pinned to its own cores, the core sets swapped every round; each
+log line is stamped as it arrives and both runs are cut to the seconds they share, so the
+machine's drift falls on both within the same seconds (on the H200 host of wave 7, plain runs one
+after another spread by -10%..+19%, wider than the 2% the overhead target asks to show). The
+plain-beside-plain rounds give that design's own floor. What it cannot show: a cost the two
+processes share (the GPU they time-slice, a memory bus) falls on both alike.
+
 Why from the script's log: advisor's own step clock runs inside the process it measures, so it
 cannot see its own cost; the script's timer is what the user reads (issue 32: nanoGPT's log
 showed 25.1 ms under advisor against 21.4 ms plain, while advisor's hook benchmark said +0.7%).
@@ -120,6 +128,118 @@ def run_once(variant: str, advisor_args: str, script: list[str], regex: re.Patte
     return Run(variant, rnd, times, wall, done.returncode)
 
 
+@dataclass
+class Stamped:
+    """One run of a concurrent pair: its iterations (number, ms) with the monotonic time at which
+    each log line arrived, so that two runs can be cut to the wall interval they share."""
+    variant: str
+    cores: str
+    lines: list[tuple[float, int, float]]
+    rc: int
+
+
+def start_pinned(variant: str, advisor_args: str, script: list[str], cores: set[int],
+                 out_dir: Path, cwd: Path | None) -> subprocess.Popen[str]:
+    cmd, extra = command(variant, advisor_args, script, out_dir)
+    env = {**os.environ, **extra}
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, cores))
+
+
+def read_stamped(proc: subprocess.Popen[str], regex: re.Pattern[str],
+                 sink: list[tuple[float, int, float]]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = regex.search(line)
+        if m:
+            sink.append((time.monotonic(), int(m.group("iter")), float(m.group("ms"))))
+
+
+def concurrent_pair(a: tuple[str, str], b: tuple[str, str], cores: tuple[set[int], set[int]],
+                    script: list[str], regex: re.Pattern[str], cwd: Path | None,
+                    timeout: float) -> tuple[Stamped, Stamped]:
+    """Run two configurations at the same time, each pinned to its own cores, on the same GPU."""
+    import threading
+
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="ab-") as tmp:
+        procs, threads = [], []
+        for (variant, args), cs, name in ((a, cores[0], "a"), (b, cores[1], "b")):
+            sink: list[tuple[float, int, float]] = []
+            p = start_pinned(variant, args, script, cs, Path(tmp) / name, cwd)
+            t = threading.Thread(target=read_stamped, args=(p, regex, sink), daemon=True)
+            t.start()
+            procs.append(p)
+            threads.append(t)
+            runs.append(Stamped(variant, cores_text(cs), sink, 0))
+        for p, t, r in zip(procs, threads, runs, strict=True):
+            try:
+                r.rc = p.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                r.rc = -9
+            t.join(timeout=5)
+    return runs[0], runs[1]
+
+
+def shared_interval(x: Stamped, y: Stamped, from_iter: int) -> tuple[list[float], list[float]]:
+    """Each run's iteration times (ms) from ``from_iter`` on, cut to the wall interval in which
+    both were past ``from_iter`` and still running: the two means then cover the same seconds of
+    the machine's drift."""
+    kx = [t for t in x.lines if t[1] >= from_iter]
+    ky = [t for t in y.lines if t[1] >= from_iter]
+    if not kx or not ky:
+        return [], []
+    lo = max(kx[0][0], ky[0][0])
+    hi = min(kx[-1][0], ky[-1][0])
+    return ([ms for s, _, ms in kx if lo <= s <= hi], [ms for s, _, ms in ky if lo <= s <= hi])
+
+
+def cores_text(cs: set[int]) -> str:
+    return f"{min(cs)}-{max(cs)}" if cs == set(range(min(cs), max(cs) + 1)) else str(sorted(cs))
+
+
+def parse_cores(text: str) -> set[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def concurrent_rounds(variants: dict[str, str], rounds: int, cores: tuple[set[int], set[int]],
+                      script: list[str], regex: re.Pattern[str], from_iter: int,
+                      cwd: Path | None, timeout: float) -> str:
+    """``--concurrent``: plain and each variant at the same time on two pinned core sets, the
+    sets swapped every round; plain against plain on the same two sets gives the floor (how far
+    two identical runs side by side differ). Returns the table."""
+    rows: dict[str, list[float]] = {}
+    plan = [("plain", ""), *variants.items()]
+    for rnd in range(rounds):
+        for v, args in plan:
+            first, second = (("plain", ""), (v, args)) if rnd % 2 == 0 else ((v, args), ("plain", ""))
+            x, y = concurrent_pair(first, second, cores, script, regex, cwd, timeout)
+            tx, ty = shared_interval(x, y, from_iter)
+            if not tx or not ty:
+                print(f"round {rnd} {v}: no shared iterations (exit {x.rc}, {y.rc})", flush=True)
+                continue
+            mine, plain = (ty, tx) if rnd % 2 == 0 else (tx, ty)
+            ratio = statistics.fmean(mine) / statistics.fmean(plain) - 1
+            rows.setdefault(v, []).append(ratio)
+            print(f"round {rnd} {v:>8} beside plain: {x.variant}@{x.cores} "
+                  f"{statistics.fmean(tx):.3f} ms ({len(tx)} it.), {y.variant}@{y.cores} "
+                  f"{statistics.fmean(ty):.3f} ms ({len(ty)} it.): {ratio:+.2%} "
+                  f"(exit {x.rc}, {y.rc})", flush=True)
+    lines = ["| run, beside plain | rounds | overhead, mean of rounds | median | min..max |",
+             "| --- | ---: | ---: | ---: | --- |"]
+    for v, rs in rows.items():
+        name = "plain (the floor)" if v == "plain" else f"advisor {v}"
+        lines.append(f"| {name} | {len(rs)} | {statistics.fmean(rs):+.2%} | "
+                     f"{statistics.median(rs):+.2%} | {spread(rs)} |")
+    return "\n".join(lines)
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):+.1%}..{max(values):+.1%}" if values else "-"
 
@@ -164,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=0,
                     help="plain runs first, not counted: the first process of a session on a "
                          "GPU that idled runs slower while its clocks come up")
+    ap.add_argument("--concurrent", metavar="CORES_A:CORES_B", default=None,
+                    help="run plain and each variant at the same time, pinned to these two core "
+                         "sets (e.g. 2-5:10-13), swapped every round (see concurrent_rounds)")
     ap.add_argument("script", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
     script = a.script[1:] if a.script[:1] == ["--"] else a.script
@@ -181,6 +304,14 @@ def main(argv: list[str] | None = None) -> int:
     for spec in a.variant or DEFAULT_VARIANTS:
         name, _, args = spec.partition("=")
         variants[name.strip()] = args
+    if a.concurrent:
+        ca, _, cb = a.concurrent.partition(":")
+        cores = (parse_cores(ca), parse_cores(cb))
+        if not cb or cores[0] & cores[1]:
+            ap.error("--concurrent wants two disjoint core sets, CORES_A:CORES_B")
+        print(concurrent_rounds(variants, a.pairs, cores, script, regex, a.from_iter, a.cwd,
+                                a.timeout))
+        return 0
     order = ["plain", *variants]
     runs: list[Run] = []
     for w in range(a.warmup):

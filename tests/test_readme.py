@@ -82,9 +82,13 @@ def test_the_step_time_claim_is_what_step_time_check_prints():
 
 
 def test_the_count_of_unmeasured_findings_on_healthy_traces_is_the_listed_one():
-    from tests.healthy_findings import UNMEASURED
+    from tests.healthy_findings import MEASURED, UNMEASURED
 
-    assert f"the {len(UNMEASURED)} findings of other rules on healthy traces" in _said()
+    said = " ".join(_said().split())
+    total = len(UNMEASURED) + len(MEASURED)
+    assert f"of the {total} findings of other rules on healthy traces" in said
+    assert f"{len(MEASURED)} now have their fix timed" in said
+    assert f"the other {len(UNMEASURED)} have no measurement behind them" in said
 
 
 def test_the_validation_counts_are_the_rule_cases_lists():

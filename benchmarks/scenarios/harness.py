@@ -31,6 +31,7 @@ import os
 import platform
 import socket
 import statistics
+import sys
 import time
 
 import torch
@@ -42,6 +43,9 @@ def load_scenario(name: str):
     path = os.path.join(HERE, name, "scenario.py")
     spec = importlib.util.spec_from_file_location(f"scenario_{name.replace('-', '_')}", path)
     mod = importlib.util.module_from_spec(spec)
+    # registered before it runs: torch.compile's Dynamo imports a traced function's module by
+    # name, and a module loaded from a path is otherwise unknown to the import system
+    sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod
 
