@@ -131,13 +131,22 @@ def finding_view(f: dict[str, Any], step_ms: float | None, shown: list[str]) -> 
     ev = f["evidence"]
     step_ms = f.get("step_ms") or step_ms  # the estimate's own base (measured step, or run)
     run = f.get("relative_to") == "run"
+    # A conditional finding is headed by its fix applied on its own, the figure it is ranked by
+    # (as on the console); what it gives once its primary is fixed is said under its fix.
+    alone = f.get("alone")
+    head = alone or f
+    saved = f["saved_ms_per_step"]
+    if alone and step_ms and alone.get("predicted_step_ms") is not None:
+        saved = step_ms - alone["predicted_step_ms"]
     return {
         **f,
         "speedup_text": "no estimate" if f.get("estimate_withheld") else (
-            fmt_x(f["estimated_speedup"]) + (" run" if run else "")),
-        "range_text": f"{fmt_x(f['speedup_low'])} – {fmt_x(f['speedup_high'])}",
-        "saved_text": fmt_ms(f["saved_ms_per_step"]),
-        "saved_share": (f["saved_ms_per_step"] / step_ms) if step_ms and f["saved_ms_per_step"] else 0.0,
+            fmt_x(head["estimated_speedup"]) + (" run" if run else "") + (" alone" if alone else "")),
+        "range_text": f"{fmt_x(head['speedup_low'])} – {fmt_x(head['speedup_high'])}",
+        "conditional_text": (f"{fmt_x(f['estimated_speedup'])} ({fmt_x(f['speedup_low'])} – "
+                             f"{fmt_x(f['speedup_high'])})") if alone else None,
+        "saved_text": fmt_ms(saved),
+        "saved_share": (saved / step_ms) if step_ms and saved else 0.0,
         "predicted_text": fmt_ms(f["predicted_step_ms"]),
         "steps_text": step_ranges(ev["steps"]),
         "quantities": [quantity(k, v) for k, v in ev["quantities"].items()],

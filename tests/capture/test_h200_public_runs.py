@@ -140,3 +140,25 @@ def test_a_conditional_finding_shows_its_fix_alone_in_json_and_console():
     alone, cond = a.results.findings[0].alone, a.results.findings[0].estimate
     assert f"{alone.speedup:.2f}x" in text.splitlines()[0] and "alone" in text.splitlines()[0]
     assert "once loader-jitter is fixed" in text and f"{cond.speedup:.2f}x" in text
+
+
+def test_a_conditional_finding_heads_the_html_with_its_fix_alone_as_the_console_does():
+    """Every view heads a conditional finding with the estimate it is ranked by (its fix alone);
+    the HTML's "Once ... is fixed" line gives the conditional figure."""
+    import re
+
+    from advisor.report.html_report import render_html
+
+    a, _ = _profiled("nanogpt-char")
+    f = a.results.findings[0]
+    html = render_html(a)
+    card = html[html.index('id="f-1-uncaptured-cuda-graph"'):]
+    card = card[:card.index("</article>")]
+    head = re.search(r'<div class="f-speed mono">([^<]*)</div>', card).group(1)
+    assert head == f"{f.alone.speedup:.2f}× alone"
+    rng = re.search(r'<div class="f-range mono dim">([^<]*)</div>', card).group(1)
+    assert rng == f"{f.alone.low:.2f}× – {f.alone.high:.2f}×"
+    e = f.estimate
+    assert ("Once <span class=\"mono\">loader-jitter</span> is fixed" in card
+            and f"{e.speedup:.2f}× ({e.low:.2f}× – {e.high:.2f}×) on that step" in card)
+
