@@ -10,14 +10,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from advisor.analysis import Analysis
 from advisor.report.model import Report, build_report
 from advisor.report.progress import Progress
-from advisor.report.tried import Tried
 from advisor.safe_text import CommandFreeStream
+
+if TYPE_CHECKING:  # an annotation only: `advisor profile --try`'s, start-up of the rest
+    from advisor.report.tried import Tried
 
 STDOUT = Path("-")
 
