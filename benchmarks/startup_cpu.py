@@ -59,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = [("python -c pass", [sys.executable, "-c", "pass"]),
             ("import advisor.cli, advisor.commands.analyze", [sys.executable, "-c", IMPORT])]
-    rows += [(f"advisor analyze {t.name} ({t.parent.name}/)",
+    rows += [(f"advisor analyze {'/'.join(t.parts[-3:])}",
               [sys.executable, "-c", CLI, "analyze", str(t.resolve())]) for t in args.traces]
     print("| command | before CPU s | after CPU s | after / before | load |")
     print("|---|---:|---:|---:|---:|")
