@@ -12,13 +12,12 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from advisor.config import RuleSettings, resolve
 from advisor.engine import profiler_cost
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.host import HostFacts
-from advisor.engine.measured import MeasuredBaseline, MeasuredStep, RunAccount, on_measured
 from advisor.engine.profiler_cost import Calibration
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
@@ -26,8 +25,11 @@ from advisor.gc_pause import gc_paused
 from advisor.graph.model import OpGraph, StepSource
 from advisor.graph.source_lines import SourceAttribution, attribute, attribute_findings
 from advisor.graph.step_breakdown import Summary, summarize
-from advisor.graph.trace_summary import TraceSummary, summarize_trace
 from advisor.ingest.base import LoadOptions, load_trace
+
+if TYPE_CHECKING:  # `advisor profile`'s and step-less traces' types: imported where used
+    from advisor.engine.measured import MeasuredBaseline, MeasuredStep, RunAccount
+    from advisor.graph.trace_summary import TraceSummary
 
 
 class ShownStage(Protocol):
@@ -122,12 +124,20 @@ def rule_pass(inputs: AnalysisInput) -> RulePass:
                           inputs.calibration)
         summary = summarize(graph, ctx.steps)
         results = run_rules(graph, rules, rule_options, ctx=ctx)
-        whole = summarize_trace(graph) if not ctx.steps else None
+        whole = _summarize_trace(graph) if not ctx.steps else None
         source = attribute(graph, ctx.steps)
         if source is not None:
             attribute_findings(source, graph, results.findings)
     return RulePass(graph, inputs.settings, inputs.facts, inputs.calibration, summary, results,
                     ctx, whole, source)
+
+
+def _summarize_trace(graph: OpGraph) -> TraceSummary:
+    """The whole trace's summary, for a trace without steps; imported only then (start-up of
+    `advisor analyze` on the usual trace, issue #39)."""
+    from advisor.graph.trace_summary import summarize_trace
+
+    return summarize_trace(graph)
 
 
 def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analysis:
@@ -142,6 +152,8 @@ def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analy
     results, run, warnings = ruled.results, None, inputs.notes
     measured = inputs.measured
     if measured is not None:
+        from advisor.engine.measured import on_measured  # `advisor profile`'s: start-up
+
         results, run, more = on_measured(results, measured, inputs.graph.info.format)
         warnings += more
     return Analysis(inputs.graph, ruled.summary, results, ruled.trace_summary,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import io
 import os
 import sys
@@ -25,7 +26,26 @@ from advisor.safe_text import no_ci_commands, plain
 INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in advisor, not in the user's input
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+COMMANDS = ("analyze", "gate", "profile", "rules")
+"""Each subcommand's module under `advisor.commands`, by its name."""
+
+
+class LazyGroup(click.Group):
+    """A group that imports a subcommand's module only when that command runs (or ``--help``
+    lists them): `advisor analyze` never pays for `profile`'s, `gate`'s or `rules`' imports,
+    part of its start-up (issue #39: a small trace in well under a CPU second)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module = importlib.import_module(f"advisor.commands.{cmd_name}")
+            self.add_command(module.command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name=DISTRIBUTION)
 @click.option("--traceback", "show_traceback", is_flag=True, help="Show the traceback of errors.")
 @click.pass_context
@@ -33,16 +53,6 @@ def cli(ctx: click.Context, show_traceback: bool) -> None:
     """Why is my H100 training step slow, what should I change, and how much faster will it get."""
     ctx.ensure_object(dict)
     ctx.obj["traceback"] = show_traceback
-
-
-def _register() -> None:
-    from advisor.commands import analyze, gate, profile, rules
-
-    for module in (analyze, gate, profile, rules):
-        cli.add_command(module.command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,11 +25,6 @@ from pathlib import Path
 from advisor.engine.rule import Rule, RuleSpec
 from advisor.errors import AdvisorError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the same parser, as a package before 3.11
-    import tomli as tomllib
-
 TABLE = "advisor"
 KEYS = ("select", "ignore", "options")
 
@@ -69,6 +64,12 @@ def find_pyproject(start: Path) -> Path | None:
 
 
 def _read(path: Path) -> dict:
+    # imported here: a run with no pyproject.toml above it never parses TOML (start-up of
+    # `advisor analyze`, issue #39)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # the same parser, as a package before 3.11
+        import tomli as tomllib
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:

@@ -35,6 +35,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from advisor.engine.gpus import GpuSpec, lookup
 from advisor.graph.flops import PRECISION_ITEMSIZE, Work, operator_work
@@ -61,6 +62,7 @@ def peak_tflops(spec: GpuSpec, precision: str) -> float | None:
             "fp8": spec.fp8}.get(precision)
 
 
+@lru_cache(maxsize=65536)  # pure in its arguments; a window repeats few kernel names (issue #39)
 def tensor_core(name: str, precision: str) -> bool | None:
     """Whether a GEMM kernel runs on tensor cores, from its name; None when it cannot tell."""
     if _CUDA_CORE.search(name) or precision in ("fp32", "fp64"):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from advisor.engine.host import HostFacts
 from advisor.graph.model import OpGraph, RangeSource
@@ -118,6 +119,12 @@ class FrameworkInfo:
         return self.label + how + (f"; uses {', '.join(extra)}" if extra else "")
 
 
+@lru_cache(maxsize=65536)  # pure in the name; a window repeats few kernel names (issue #39)
+def _aten_kernel(name: str) -> bool:
+    """A kernel of PyTorch's own (ATen, c10), by its name."""
+    return ATEN_KERNEL.search(name) is not None
+
+
 def _from_facts(facts: HostFacts) -> tuple[str, tuple[str, ...]] | None:
     loop = set(facts.loop_modules)
     for name in PRECEDENCE:
@@ -180,7 +187,7 @@ def _from_trace(graph: OpGraph) -> TraceEvidence:
         if counts.get(fw):
             found = (fw, (f"{counts[fw]} trace events such as {example[fw][:80]!r}",))
             break
-    aten_kernels = sum(1 for o in graph.gpu_ops[:50_000] if ATEN_KERNEL.search(o.name))
+    aten_kernels = sum(1 for o in graph.gpu_ops[:50_000] if _aten_kernel(o.name))
     seen = ", ".join(f"{n} {what}" for n, what in (
         (operators, "aten operators"), (torch_frames, "torch frames"),
         (aten_kernels, "ATen kernels")) if n)

@@ -22,9 +22,13 @@ import itertools
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from advisor.engine.rank_summary import RankSummary, StepSummary
 from advisor.errors import AnalysisError
+
+if TYPE_CHECKING:  # annotations only: loading the job rules (every `advisor analyze` does, to
+    # check the plugins) need not import the rank summary's modules (start-up, issue #39)
+    from advisor.engine.rank_summary import RankSummary, StepSummary
 
 GRAPH_MAX_NODES = 400_000
 """Above this many segment nodes the critical path is taken per collective without networkx

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import warnings
 from functools import lru_cache
-from importlib.metadata import EntryPoint, entry_points
 
+from advisor import plugins
 from advisor.engine.rule import Rule, RuleSpec, Scope, is_base
 from advisor.errors import AdvisorError
+from advisor.plugins import EntryPoint, entry_points  # not importlib.metadata's: start-up cost
 
 GROUP = "advisor.rules"
 LEGACY_JOB_GROUP = "advisor.job_rules"
@@ -98,6 +99,7 @@ def load_rules() -> list[type[Rule]]:
 def clear_cache() -> None:
     """Forget the loaded plugins (a test that installs or removes one)."""
     _load_all.cache_clear()
+    plugins.clear_cache()
 
 
 def select(rules: list[type[Rule]], names: list[str] | None) -> list[type[Rule]]:

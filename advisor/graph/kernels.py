@@ -331,14 +331,24 @@ _NVTX_SIZES = re.compile(r"sizes = (\[.*?\]\])")
 def launching_op(graph: OpGraph, op: GpuOp) -> CpuRange | None:
     """The innermost framework operator range around the host call that launched ``op``
     (``aten::mm`` for a cuBLAS GEMM), where the trace has operator or ``--pytorch`` NVTX ranges."""
-    call = graph.launcher(op)
-    if call is None:
+    if op.correlation is None:
         return None
-    ranges = graph.ranges_at(call.pid, call.tid, call.start_ns)
-    for r in reversed(ranges):
-        if r.name.startswith(("aten::", "cudnn", "cublas")) or r.dtypes or r.shapes:
-            return r
-    return None
+    # Memoized per launch: a GEMM's operator is asked for by several rules and the report
+    # (about 4 times a kernel on HTA's df_index_resolver trace, 0.2 s of its CPU; issue #39).
+    # The answer depends on the launch alone: `OpGraph.launcher` reads (pid, correlation).
+    key = (op.pid, op.correlation)
+    memo = graph.launching_ops
+    if key in memo:
+        return memo[key]
+    found = None
+    call = graph.launcher(op)
+    if call is not None:
+        for r in reversed(graph.ranges_at(call.pid, call.tid, call.start_ns)):
+            if r.name.startswith(("aten::", "cudnn", "cublas")) or r.dtypes or r.shapes:
+                found = r
+                break
+    memo[key] = found
+    return found
 
 
 def input_shapes(r: CpuRange) -> tuple | None:

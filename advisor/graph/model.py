@@ -338,6 +338,12 @@ class OpGraph:
                 out[(op.pid, op.correlation)].append(op)
         return out
 
+    @cached_property
+    def launching_ops(self) -> dict[tuple[int, int], CpuRange | None]:
+        """`advisor.graph.kernels.launching_op`'s answers so far, by launch (pid, correlation):
+        built from the ranges, so dropped with them (`advisor.ingest.pystacks`)."""
+        return {}
+
     def launcher(self, op: GpuOp) -> ApiCall | None:
         """The host call that enqueued this GPU op, if the trace has it."""
         if op.correlation is None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cache
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -19,6 +18,7 @@ from advisor.errors import AdvisorError, UnsupportedTraceError
 from advisor.graph.model import OpGraph
 from advisor.graph.steps import keep_recorded
 from advisor.ingest.input_file import GIB, UnpackLimits, read_head
+from advisor.plugins import entry_points  # not importlib.metadata's: start-up cost (issue #39)
 
 
 class EventFilter(Protocol):

@@ -235,7 +235,7 @@ def _attach(graph: OpGraph, path: Path, tag: str) -> str:
     if not new:
         return f"{path.name}: no samples"
     graph.ranges = sorted([*graph.ranges, *new], key=lambda r: (r.start_ns, -r.end_ns))
-    for cached in ("_ranges_by_thread", "_range_parents"):  # built from the old list
+    for cached in ("_ranges_by_thread", "_range_parents", "launching_ops"):  # from the old list
         graph.__dict__.pop(cached, None)
     graph.info.totals["python_samples"] = len(samples.times)
     return ""

@@ -7,6 +7,8 @@ code under it, highlighted as Python.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -14,14 +16,16 @@ from rich.text import Text
 
 from advisor.analysis import Analysis
 from advisor.graph.kernels import short_name
-from advisor.graph.trace_summary import TraceSummary
 from advisor.report import source_view
 from advisor.report.finding_lines import finding_block, skipped_lines
 from advisor.report.model import Report, as_report
-from advisor.report.tried import Tried
 from advisor.report.units import console_ms as _ms
 from advisor.report.units import fmt_bytes as _bytes
 from advisor.safe_text import markup, plain
+
+if TYPE_CHECKING:  # annotations only: start-up of `advisor analyze` (issue #39)
+    from advisor.graph.trace_summary import TraceSummary
+    from advisor.report.tried import Tried
 
 
 def render(source: Report | Analysis, console: Console, show_fixes: bool = False) -> None:

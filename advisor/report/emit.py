@@ -10,15 +10,17 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from advisor.analysis import Analysis
 from advisor.report.model import Report, build_report
 from advisor.report.progress import Progress
-from advisor.report.tried import Tried
 from advisor.safe_text import CommandFreeStream
+
+if TYPE_CHECKING:  # an annotation only: `advisor profile --try`'s, start-up of the rest
+    from advisor.report.tried import Tried
 
 STDOUT = Path("-")
 
@@ -31,12 +33,11 @@ def emit(analysis: Analysis | Report, json_out: Path | None, html_out: Path | No
     JSON result (`advisor profile` keeps one per rank in its output folder). ``analysis`` may be
     a report already built (a job's: `advisor.report.job_report.build_job_report`); ``tried``: the fixes
     `advisor profile --try` measured, beside the estimates. Returns the report."""
-    from advisor.report import console as console_report
-    from advisor.report.json_report import to_json, write_json
-
     progress = progress or Progress(False)
     report = (analysis if isinstance(analysis, Report)
               else build_report(analysis, timeline=html_out is not None, tried=tried))
+    if json_out or records:  # imported here, as each report below: start-up of the others
+        from advisor.report.json_report import to_json, write_json
     if json_out == STDOUT:
         click.echo(to_json(report))
         stderr = True
@@ -58,6 +59,10 @@ def emit(analysis: Analysis | Report, json_out: Path | None, html_out: Path | No
     for path in records:
         write_json(report, path)
     if not quiet:
+        from rich.console import Console  # here: rich's import is start-up a `-q` run never uses
+
+        from advisor.report import console as console_report
+
         # rich wraps at the console's width: only its output shows where lines start
         out = CommandFreeStream(sys.stderr if stderr else sys.stdout)
         console_report.render(report, Console(file=out, highlight=False), show_fixes=show_fixes)

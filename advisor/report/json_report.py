@@ -10,7 +10,6 @@ them; the graph's nanoseconds stay inside.
 from __future__ import annotations
 
 import json
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,10 @@ SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
 def advisor_version() -> str:
+    # imported here: importlib.metadata (and the email package under it) is 30 ms of the
+    # start-up of an `advisor analyze` that writes no JSON (issue #39)
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version(DISTRIBUTION)
     except PackageNotFoundError:

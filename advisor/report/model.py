@@ -16,26 +16,28 @@ callers hand a renderer an `Analysis` directly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.analysis import Analysis
 from advisor.engine.efficiency import StepEfficiency, step_efficiency
 from advisor.engine.framework import FrameworkInfo
-from advisor.engine.measured import MeasuredStep, RunAccount
 from advisor.engine.rule import Estimate, Finding, Skipped, skipped_by_reason
 from advisor.engine.runner import ReplayCheck
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.launch_stats import LaunchStats, launch_stats
-from advisor.graph.model import StepSource, TraceInfo
-from advisor.graph.step_breakdown import KernelStat
-from advisor.graph.step_metrics import StepMetrics, step_metrics
-from advisor.graph.trace_summary import TraceSummary
-from advisor.report.job_section import JobSection
+from advisor.graph.model import OpGraph, StepSource, TraceInfo
+from advisor.graph.step_breakdown import KernelStat, StepBreakdown
 from advisor.report.source_view import SourceSection
-from advisor.report.tried import Tried
+
+if TYPE_CHECKING:  # types of fields only: their modules are start-up `advisor analyze` seldom uses
+    from advisor.engine.measured import MeasuredStep, RunAccount
+    from advisor.graph.step_metrics import StepMetrics
+    from advisor.graph.trace_summary import TraceSummary
+    from advisor.report.job_section import JobSection
+    from advisor.report.tried import Tried
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,11 @@ class StepFigures:
     @cached_property
     def metrics(self) -> StepMetrics:
         """The gate's per-step metrics (`advisor.graph.step_metrics`)."""
-        return self.metrics_of() if self.metrics_of is not None else StepMetrics((), ())
+        if self.metrics_of is not None:
+            return self.metrics_of()
+        from advisor.graph.step_metrics import StepMetrics  # the gate's: start-up of the rest
+
+        return StepMetrics((), ())
 
     @property
     def analysed(self) -> int:
@@ -144,8 +150,16 @@ def _steps(analysis: Analysis) -> StepFigures:
         phases_ns=s.phase_medians_ns(),
         idle_causes_ns=s.idle_cause_medians_ns(),
         measured=analysis.measured,
-        metrics_of=partial(step_metrics, g, s.steps),
+        metrics_of=partial(_step_metrics, g, s.steps),
     )
+
+
+def _step_metrics(graph: OpGraph, steps: Sequence[StepBreakdown]) -> StepMetrics:
+    """`advisor.graph.step_metrics.step_metrics`, imported when the gate asks for them (never
+    by `advisor analyze`: its import is start-up, issue #39)."""
+    from advisor.graph.step_metrics import step_metrics
+
+    return step_metrics(graph, steps)
 
 
 def build_report(analysis: Analysis, timeline: bool = False, tried: Tried | None = None) -> Report:

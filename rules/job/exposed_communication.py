@@ -5,13 +5,15 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Iterable, Mapping
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from advisor.engine.job_model import Job
 from advisor.engine.job_whatif import JobContext, JobEffect
-from advisor.engine.rank_summary import Collective, StepSummary
 from advisor.engine.rule import Finding, FixVariant, JobRequirement
 from advisor.job.rule import JobRule
+
+if TYPE_CHECKING:  # annotations only: the rule loads in every `advisor analyze` (start-up)
+    from advisor.engine.rank_summary import Collective, StepSummary
 
 _SHARDED = ("AllGather", "ReduceScatter")
 _BUCKETS = ("DDP(model, bucket_cap_mb=100, gradient_as_bucket_view=True, static_graph=True)\n"
