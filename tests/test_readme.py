@@ -82,12 +82,18 @@ def test_the_step_time_claim_is_what_step_time_check_prints():
 
 
 def test_the_count_of_unmeasured_findings_on_healthy_traces_is_the_listed_one():
-    from tests.healthy_findings import MEASURED, UNMEASURED
+    from tests.healthy_findings import MEASURED, MISSED, UNMEASURED
 
     said = " ".join(_said().split())
     total = len(UNMEASURED) + len(MEASURED)
+    true = [t for t in MEASURED.values() if not t.false]
+    within = [t for t in true if not t.miss]
     assert f"of the {total} findings of other rules on healthy traces" in said
     assert f"{len(MEASURED)} now have their fix timed" in said
+    assert f"{len(true)} are true findings ({len(within)} within their gain bound" in said
+    assert f"{len(true) - len(within)} outside it" in said
+    assert f"{len(MEASURED) - len(true)} are false findings the rule must not raise" in said
+    assert f"{len(MISSED)} more true findings are missed" in said
     assert f"the other {len(UNMEASURED)} have no measurement behind them" in said
 
 

@@ -16,13 +16,17 @@ from functools import cache
 import pytest
 
 from advisor.analysis import Analysis, analyze
+from advisor.engine.runner import MIN_SPEEDUP
 from tests import validation_data as vd
-from tests.healthy_findings import MEASURED, UNMEASURED
+from tests.healthy_findings import MEASURED, MISSED, RUN_KINDS, UNMEASURED
 
 TRACES = vd.healthy_traces()
 BY_LABEL = {vd.label(p): p for p in TRACES}
 LISTED = sorted(k for k in UNMEASURED if k[0] in BY_LABEL)
 TIMED = sorted(MEASURED)
+ALL_TIMED = {**MEASURED, **MISSED}
+TRUE = [k for k in TIMED if not MEASURED[k].false]
+FALSE = [k for k in TIMED if MEASURED[k].false]
 
 
 @cache
@@ -39,9 +43,9 @@ def test_the_set_covers_every_scenario_fix_and_a_real_trace():
 
 def test_every_listed_finding_names_a_healthy_trace():
     """An entry for a trace that is not in the set would be an allowlist entry nobody checks."""
-    missing = [k for k in [*UNMEASURED, *MEASURED] if k[0] not in BY_LABEL]
+    missing = [k for k in [*UNMEASURED, *MEASURED, *MISSED] if k[0] not in BY_LABEL]
     assert not missing
-    assert not set(UNMEASURED) & set(MEASURED)
+    assert not set(UNMEASURED) & set(MEASURED) and not set(MISSED) & {*UNMEASURED, *MEASURED}
 
 
 @pytest.mark.grouped_by("label")
@@ -63,32 +67,64 @@ def test_an_unmeasured_finding_is_not_raised_on_a_healthy_step(label: str, rule:
 def test_the_docs_table_lists_every_unmeasured_finding():
     """docs/validation.md's table (`benchmarks/rule_matrix.py --markdown`) names each entry."""
     docs = (vd.ROOT / "docs" / "validation.md").read_text()
-    missing = [k for k in [*UNMEASURED, *MEASURED] if f"| `{k[0]}` | {k[1]} |" not in docs]
+    missing = [k for k in [*UNMEASURED, *MEASURED, *MISSED] if f"| `{k[0]}` | {k[1]} |" not in docs]
     assert not missing
 
 
-@pytest.mark.parametrize(("label", "rule"), TIMED, ids=[f"{t}-{r}" for t, r in TIMED])
+@pytest.mark.parametrize(("label", "rule"), sorted(ALL_TIMED),
+                         ids=[f"{t}-{r}" for t, r in sorted(ALL_TIMED)])
 def test_a_measured_finding_rests_on_enough_runs_of_one_machine(label: str, rule: str):
-    """Each variant in at least MIN_RUNS processes, the fix's runs carrying the fix, all on the
-    GPU the entry names (a ratio never mixes two machines)."""
-    t = MEASURED[(label, rule)]
-    base, fixed = t.runs("base"), t.runs(t.fix)
+    """Each variant in at least MIN_RUNS processes, each run the variant and fix its kind names,
+    all on the GPU the entry names (a ratio never mixes two machines)."""
+    t = ALL_TIMED[(label, rule)]
+    base, fixed = t.runs(t.base), t.runs(t.fix)
     assert len(base) >= vd.MIN_RUNS and len(fixed) >= vd.MIN_RUNS, (len(base), len(fixed))
-    assert all(r.get("fix") is None for r in base) and all(r["fix"] == t.fix for r in fixed)
-    assert {r["variant"] for r in base + fixed} == {"good"}
+    for kind, runs in ((t.base, base), (t.fix, fixed)):
+        assert {(r["variant"], r.get("fix")) for r in runs} == {RUN_KINDS[kind]}, kind
     gpus = {r["env"]["gpu"] for r in base + fixed}
     assert len(gpus) == 1 and t.machine in gpus.pop()
 
 
+@pytest.mark.parametrize(("label", "rule"), sorted(ALL_TIMED),
+                         ids=[f"{t}-{r}" for t, r in sorted(ALL_TIMED)])
+def test_a_measured_verdict_is_the_one_its_runs_give(label: str, rule: str):
+    """True: every pair of a base run and a fixed run gains at least the threshold a finding
+    needs (MIN_SPEEDUP); false: no pair does. Runs that straddle it settle nothing and stay in
+    UNMEASURED (``_timed_note``)."""
+    t = ALL_TIMED[(label, rule)]
+    low, high = t.spread()
+    if t.false:
+        assert high < MIN_SPEEDUP, (low, high)
+    else:
+        assert low >= MIN_SPEEDUP, (low, high)
+
+
 @pytest.mark.grouped_by("label")
-@pytest.mark.parametrize(("label", "rule"), TIMED, ids=[f"{t}-{r}" for t, r in TIMED])
+@pytest.mark.parametrize(("label", "rule"), FALSE, ids=[f"{t}-{r}" for t, r in FALSE])
+def test_a_measured_false_finding_is_not_raised(label: str, rule: str, request):
+    request.applymarker(pytest.mark.xfail(reason=MEASURED[(label, rule)].false, strict=True))
+    raised = [f for f in _analysis(label).results.findings if f.rule == rule]
+    assert not raised, f"{label}: {rule} {raised[0].estimate.speedup:.2f}x, measured " \
+                       f"{MEASURED[(label, rule)].speedup():.3f}x"
+
+
+@pytest.mark.grouped_by("label")
+@pytest.mark.parametrize(("label", "rule"), TRUE, ids=[f"{t}-{r}" for t, r in TRUE])
 def test_a_measured_finding_is_raised_and_its_gain_is_within_the_bound(label: str, rule: str,
                                                                       request):
     t = MEASURED[(label, rule)]
-    if t.over:
-        request.applymarker(pytest.mark.xfail(reason=t.over, strict=True))
+    if t.miss:
+        request.applymarker(pytest.mark.xfail(reason=t.miss, strict=True))
     raised = [f for f in _analysis(label).results.findings if f.rule == rule]
     assert raised, f"{label}: {rule} no longer raised, while its fix measured {t.speedup():.3f}x"
     est, meas = raised[0].estimate.speedup, t.speedup()
     err = (vd.saving(est) - vd.saving(meas)) / vd.saving(meas)
     assert abs(err) <= vd.gain_bound(rule), f"{label}: {est:.3f}x against {meas:.3f}x ({err:+.0%})"
+
+
+@pytest.mark.parametrize(("label", "rule"), sorted(MISSED), ids=[f"{t}-{r}" for t, r in sorted(MISSED)])
+def test_a_measured_true_finding_is_raised_where_the_rule_misses_it(label: str, rule: str, request):
+    t = MISSED[(label, rule)]
+    request.applymarker(pytest.mark.xfail(reason=t.miss, strict=True))
+    raised = [f for f in _analysis(label).results.findings if f.rule == rule]
+    assert raised, f"{label}: {rule} not raised, while its fix measured {t.speedup():.3f}x"

@@ -4,6 +4,9 @@ bad : deep narrow MLP (40 x [Linear(512,512) + ReLU], batch 256, fp32), MSE loss
       hundreds of few-microsecond kernels per step, the GPU idles between launches.
 good: the identical step captured once with torch.cuda.CUDAGraph (static input/target
       buffers, Adam(capturable=True)) and replayed.  Marks: "data", "graph_replay".
+good-bf16: good with the forward and loss under torch.autocast(bfloat16) inside the captured
+      graph: fp32-matmul's fix timed on the graphed step, where the rule raises it (the
+      healthy-trace findings, docs/validation.md). Not a captured fixture.
 """
 
 import os
@@ -16,6 +19,7 @@ BATCH, WIDTH, DEPTH = 256, 512, 40
 if os.environ.get("SCENARIO_SHAPE") == "check":  # the disjoint check set (docs/validation.md)
     BATCH, WIDTH, DEPTH = 128, 768, 24
 POOL = 8
+VARIANTS = ("bad", "good", "good-bf16")
 
 
 def make_model():
@@ -40,7 +44,7 @@ class Scenario:
         self.info = {"batch": BATCH, "width": WIDTH, "depth": DEPTH}
         if variant == "bad":
             self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4)
-        elif variant == "good":
+        elif variant in ("good", "good-bf16"):
             self.opt = torch.optim.Adam(self.model.parameters(), lr=1e-4, capturable=True)
             self._capture()
         else:
@@ -53,7 +57,11 @@ class Scenario:
         self.y.copy_(self.py[j], non_blocking=True)
 
     def _body(self):
-        loss = F.mse_loss(self.model(self.x), self.y)
+        # cache_enabled=False: autocast's weight-cast cache must not outlive a graph capture
+        # (PyTorch's CUDA graphs notes)
+        with torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False,
+                            enabled=self.variant == "good-bf16"):
+            loss = F.mse_loss(self.model(self.x), self.y)
         loss.backward()
         self.opt.step()
         return loss
@@ -76,7 +84,7 @@ class Scenario:
     def step(self, mark):
         with mark("data"):
             self._load()
-        if self.variant == "good":
+        if self.variant != "bad":
             with mark("graph_replay"):
                 self.graph.replay()
             return
@@ -101,4 +109,4 @@ if __name__ == "__main__":
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from harness import standalone  # the timing loop every scenario shares
 
-    standalone(build)
+    standalone(build, variants=VARIANTS)
