@@ -9,8 +9,10 @@ from typing import ClassVar
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, Effect
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
+from advisor.engine.runner import MIN_SPEEDUP
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import classify, short_name
+from advisor.graph.loss_chains import loss_chains
 from advisor.graph.model import GpuOp, OpGraph
 from advisor.graph.queries import per_step, uses_cuda_graphs
 
@@ -52,7 +54,10 @@ class CompilerFusion(Rule):
     attention) on a stream, in a step that is not compiled: no Inductor kernels
     (``triton_poi_fused_*``, ``triton_red_fused_*`` ...) carry most of that work and no CUDA graph
     is replayed. Kernels of the data and optimizer phases are left out (``torch.compile(model)``
-    does not cover them).
+    does not cover them). Chains of a loss computed after the model (a ``loss`` phase that
+    launches no GEMM, and the gradient autograd runs first in backward;
+    ``advisor.graph.loss_chains``) are counted, and where they alone take 2% of the step the
+    fix names compiling the loss too: ``torch.compile(model)`` leaves them eager.
 
     Why it is slow
     --------------
@@ -109,8 +114,13 @@ class CompilerFusion(Rule):
     mechanisms: ClassVar[Mapping[str, str]] = {
         "eager-chains": "elementwise, normalization and softmax kernels run one by one in eager "
                         "mode, each reading and writing its tensors in HBM",
+        "eager-chains-and-loss": "the same, and a large part of them is the loss, computed after "
+                                 "the model, which torch.compile(model) leaves eager (forward and "
+                                 "backward)",
     }
     knobs: ClassVar[Mapping[str, tuple[str, ...]]] = {"eager-chains": ("compile",)}
+    """No knob for ``eager-chains-and-loss``: the compile knob compiles the model, not the loss
+    computed after it, so ``--try`` would time part of the fix."""
     fixes: ClassVar[tuple[FixVariant, ...]] = (
         FixVariant(
             "eager-chains",
@@ -140,6 +150,26 @@ class CompilerFusion(Rule):
             "model, opt, loader = accelerator.prepare(model, opt, loader)",
             framework="accelerate"),
         FixVariant(
+            "eager-chains-and-loss",
+            "Compile the model and the loss computed after it: torch.compile(model) leaves the "
+            "loss's chains eager",
+            "model = torch.compile(model)\n"
+            "# the loss runs after the model, outside what torch.compile(model) compiles:\n"
+            "@torch.compile\n"
+            "def loss_fn(logits, targets):\n"
+            "    return F.cross_entropy(logits.float(), targets)   # your loss, unchanged\n"
+            "loss = loss_fn(model(x), y)\n"
+            "# graph breaks keep code eager; find them: TORCH_LOGS=graph_breaks python train.py"),
+        FixVariant(
+            "eager-chains-and-loss",
+            "Fuse the eager kernel chains: compile the LightningModule and the loss its "
+            "training_step computes",
+            "model = torch.compile(model)          # the LightningModule's forward\n"
+            "# training_step's loss runs outside forward: compile it too, e.g. in __init__\n"
+            "self.loss_fn = torch.compile(nn.CrossEntropyLoss())\n"
+            "trainer.fit(model, datamodule=dm)",
+            framework="lightning"),
+        FixVariant(
             "eager-chains",
             "Fuse the eager kernel chains: compile the DeepSpeed engine",
             "engine, opt, _, _ = deepspeed.initialize(model=model, config=ds_config, ...)\n"
@@ -159,6 +189,9 @@ class CompilerFusion(Rule):
         if not chains:  # a negligible share falls under the runner's reporting threshold
             return
         kernels = [o for c in chains for o in c]
+        loss_ns = sum(o.duration_ns for c in loss_chains(graph, steps, chains) for o in c)
+        # the loss gets its own fix where its chains alone are worth a finding
+        outside_loss = step_total and loss_ns / step_total >= 1 - 1 / MIN_SPEEDUP
         by_cat: Counter[str] = Counter()
         for o in kernels:
             by_cat[classify(o).value] += o.duration_ns
@@ -169,7 +202,10 @@ class CompilerFusion(Rule):
             type(self),
             message=(f"{len(chains) / len(steps):.0f} chains of {len(kernels) / len(steps):.0f} eager "
                      f"memory-bound kernels per step take {per_step(total, steps) / 1e6:.2f} ms "
-                     f"({share:.0%} of the step; ms: {cats}); torch.compile fuses each chain"),
+                     f"({share:.0%} of the step; ms: {cats}); torch.compile fuses each chain"
+                     + (f"; {per_step(loss_ns, steps) / 1e6:.2f} ms of them are the loss, computed "
+                        "after the model: torch.compile(model) leaves it eager, compile it too"
+                        if outside_loss else "")),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 kernels=tuple(k for k, _ in names.most_common(5)),
@@ -178,15 +214,18 @@ class CompilerFusion(Rule):
                             "chain_kernels_per_step": len(kernels) / len(steps),
                             "chain_ns_per_step": per_step(total, steps), "chain_share": share,
                             "launches_removed_per_step": removed / len(steps),
+                            "loss_chain_ns_per_step": per_step(loss_ns, steps),
                             **{f"{k}_ns_per_step": per_step(v, steps) for k, v in by_cat.items()}},
             ),
-            mechanism="eager-chains",
+            mechanism="eager-chains-and-loss" if outside_loss else "eager-chains",
             effects=fusion_effects(chains),
             low_effects=fusion_effects(chains, 1.0),
             high_effects=fusion_effects(chains, 0.0),
             model=("replay with each eager memory-bound chain fused into one kernel: largest member "
                    "kept, half of the second largest, the rest and their launches removed"),
-            assumptions=("the whole model compiles (no graph breaks inside the chains)",
+            assumptions=("the whole model compiles (no graph breaks inside the chains)"
+                         + (", and the loss computed after it is compiled too" if outside_loss
+                            else ""),
                          "GEMMs, attention and the optimizer unchanged by compile",
                          "fp8-candidate, where raised, assumes this fix: its route needs compile"),
             confidence=Confidence.MODELED,

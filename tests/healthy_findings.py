@@ -11,7 +11,7 @@ the count stays visible and an entry that stops being raised fails the suite unt
 ``benchmarks/rule_matrix.py --markdown`` prints the table in docs/validation.md, with the fix
 each one needs measured (``FIX``). None of these fixed steps has a measurement of that fix in
 fixtures/: the figures the old allowlist quoted (fp8-candidate 1.31x/1.20x, compile 1.10-1.34x)
-were measured on other models and shapes; ``MEASURED`` holds the ones timed since (waves 7, 8).
+were measured on other models and shapes; ``MEASURED`` holds the ones timed since (waves 7-9).
 """
 
 from __future__ import annotations
@@ -23,18 +23,21 @@ from pathlib import Path
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archive" / "public"
 
-_COMPILE = "unmeasured: eager step, compile never timed on it"
-_FP8 = "unmeasured: BF16 GEMMs, FP8 never timed on this model"
+_FP8 = ("unmeasured: BF16 GEMMs, FP8 never timed on this model (its scenario captures its CUDA "
+        "graph when it is built, before the harness's --fix could convert or compile it)")
 _GELU = "unmeasured: GELU after fc1, a fused epilogue never timed on this model"
 _KINETO_ONLY = "; raised on the torch.profiler capture only, not on the nsys one"
 WAVE7 = "wave7-2026-12-02/healthy-compile"
 WAVE8 = "wave8-2026-12-02/healthy"
+WAVE9 = "wave9-2026-12-03/healthy"
 
 RUN_KINDS: dict[str, tuple[str, str | None]] = {
     "base": ("good", None),
     "compile": ("good", "compile"),
     "fp8": ("good", "fp8-compile"),
-    "autotune": ("good", "max-autotune"),
+    "autotune": ("good", "max-autotune-no-cudagraphs"),
+    "eautotune": ("gpt2-eager", "max-autotune-no-cudagraphs"),
+    "closs": ("good", "compile-loss"),
     "bf16": ("good-bf16", None),
 }
 """A timed run's kind (its file name, ``<stem>-<kind>-<n>.json``) -> the scenario variant and the
@@ -81,21 +84,28 @@ class Timed:
         return min(base) / max(fixed), max(base) / min(fixed)
 
 
-def _timed_note(stem: str, fix: str, resolved: bool, folder: str = WAVE8) -> str:
+def _timed_note(stem: str, fix: str, resolved: bool, folder: str = WAVE8, base: str = "base") -> str:
     """An unmeasured entry's reason where the fix was timed but settled nothing: too few runs
     (``resolved`` False: under MIN_RUNS) or runs spread across the threshold. The figures are
     read from the archive, so the reason cannot drift from it."""
-    t = Timed(folder, stem, fix, "H200")
+    t = Timed(folder, stem, fix, "H200", base=base)
     low, high = t.spread()
+    wave = folder.split("-")[0].replace("wave", "wave ")
     n = f"{len(t.runs(t.base))} + {len(t.runs(fix))} processes"
     if not resolved:
-        return (f"partly timed: {fix} on the H200 (wave 8) {t.speedup():.3f}x by the medians, "
-                f"from {n}, under MIN_RUNS (3): the call's deadline")
-    return (f"timed, nothing resolved: {fix} on the H200 (wave 8, {n}) gave {t.speedup():.3f}x "
+        return (f"partly timed: {fix} against {base} on the H200 ({wave}) {t.speedup():.3f}x by "
+                f"the medians, from {n}, under MIN_RUNS (3): the call's deadline")
+    return (f"timed, nothing resolved: {fix} on the H200 ({wave}, {n}) gave {t.speedup():.3f}x "
             f"by the medians and {low:.2f}-{high:.2f}x between runs, across the 2% threshold "
             "(a run far from the others): neither a true nor a false finding yet")
 
 
+_PAGEABLE_FP8 = _timed_note("fit-pageable-memcpy", "fp8", False, WAVE9, "compile") + (
+    "; its 1000-class head stays in BF16 (torchao's FP8 GEMM needs both of a weight's dimensions "
+    "divisible by 16)")
+_PAGEABLE_GELU = _timed_note("check-pageable-memcpy", "autotune", False, WAVE9, "compile") + (
+    "; the whole autotune group did not fit one call: max-autotune's GEMM search took 300 s on "
+    "one model (benchmarks/public/wave8_healthy.sh's header)")
 _ATTN_COMPILE = ("timed, nothing resolved: compile on the H200 (wave 7, 3 processes each) gave "
                  "0.92x by the medians and 0.88-1.16x between runs, a spread wider than the "
                  "7-10% promised; neither a true nor a false finding yet")
@@ -103,24 +113,18 @@ _ATTN_COMPILE = ("timed, nothing resolved: compile on the H200 (wave 7, 3 proces
 
 UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"): _FP8,
-    ("scenarios/fp32-matmul/good/trace.json.gz", "fp8-candidate"): _FP8,
-    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "fp8-candidate"): _FP8,
+    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "fp8-candidate"): _PAGEABLE_FP8,
     ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "fp8-candidate"): _FP8,
+    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "fp8-candidate"): _PAGEABLE_FP8,
     ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios/pageable-memcpy/good/trace.json.gz", "fp8-candidate"): _FP8,
+    ("scenarios/pageable-memcpy/good/trace.json.gz", "fp8-candidate"): _PAGEABLE_FP8,
     ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios/unfused-attention/good/nsys.sqlite.gz", "compiler-fusion"): _ATTN_COMPILE,
     ("scenarios/unfused-attention/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios/unfused-attention/good/trace.json.gz", "compiler-fusion"): _ATTN_COMPILE,
     ("scenarios/unfused-attention/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU + "; nsys only",
-    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "compiler-fusion"):
-        _timed_note("check-fp8-candidate", "compile", False),
     ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios-check/fp8-candidate/good/trace.json.gz", "compiler-fusion"):
-        _timed_note("check-fp8-candidate", "compile", False),
     ("scenarios-check/fp8-candidate/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/unfused-attention/good/nsys.sqlite.gz", "compiler-fusion"):
         _timed_note("check-unfused-attention", "compile", True),
@@ -134,8 +138,6 @@ UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios-check/compiler-fusion/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/cpu-bound-loss/good/trace.json.gz", "fp8-candidate"): _FP8 + _KINETO_ONLY,
-    ("scenarios-check/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
-        _timed_note("check-gemm-shape-alignment", "compile", False),
     ("scenarios-check/host-sync/good/nsys.sqlite.gz", "compiler-fusion"):
         _timed_note("check-host-sync", "compile", True),
     ("scenarios-check/host-sync/good/trace.json.gz", "compiler-fusion"):
@@ -150,19 +152,19 @@ UNMEASURED: dict[tuple[str, str], str] = {
     "nsys keeps the GPU 96% busy and raises nothing: the wait comes with torch.profiler's host "
     "cost (2.6 ms per step added), not from the program (where the replay keeps it is not "
     "isolated)" + _KINETO_ONLY,
-    ("scenarios-check/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios-check/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios-check/unfused-gemm-gelu/good/nsys.sqlite.gz", "compiler-fusion"): _COMPILE,
-    ("scenarios-check/unfused-gemm-gelu/good/trace.json.gz", "compiler-fusion"): _COMPILE,
+    ("scenarios-check/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _PAGEABLE_GELU,
+    ("scenarios-check/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _PAGEABLE_GELU,
 }
 """(trace label, rule) -> why it is not a measured true finding."""
 
 FIX = {
-    "compiler-fusion": "`harness.py timing --variant good --fix compile` against `--variant good`",
+    "compiler-fusion": "`harness.py timing --variant good --fix compile` against `--variant good` "
+                       "(`--fix compile-loss` where the loss after the model holds the chains)",
     "fp8-candidate": "`--fix fp8-compile` against `--fix compile` (torchao float8, compiled: the "
                      "route the rule names)",
-    "unfused-gemm-gelu": "`--fix max-autotune` against `--fix compile` (Inductor's GEMM epilogues); "
-                         "on compiler-fusion: `--variant gpt2-eager --fix max-autotune` against "
+    "unfused-gemm-gelu": "`--fix max-autotune-no-cudagraphs` against `--fix compile` (Inductor's "
+                         "GEMM epilogues); on compiler-fusion: `--variant gpt2-eager --fix "
+                         "max-autotune-no-cudagraphs` against "
                          "`--variant gpt2-compile`",
     "fp32-matmul": "`--variant good-bf16` against `--variant good` on uncaptured-cuda-graph (the "
                    "graph captured under torch.autocast(bfloat16))",
@@ -182,10 +184,6 @@ _CHECK_FP32_OVER = ("a true finding whose estimate is over: compile measured 1.1
                     "(3 processes each, 1.115-1.122x), a 10.6% saving against the 16.5% (nsys, "
                     "1.20x) and 19.6% (torch.profiler, 1.24x) estimated (+57%, +85%; "
                     "compiler-fusion's bound is 20%)")
-_GEMM_OVER = ("a true finding whose estimate is far over: compile measured 1.078x on the H200 (3 "
-              "processes each, 1.077-1.079x), a 7.3% saving against the 32.9% of the 1.49x "
-              "estimated (+353%): the step's time is in the LM head's GEMMs and the loss "
-              "outside the compiled model, which compile does not shorten")
 _LOADER_UNDER = ("a true finding whose estimate is under: compile measured 1.046x on the H200 (3 "
                  "processes each, 1.045-1.048x), a 4.4% saving against the 2.7% of the 1.03x "
                  "estimated (-39%; compiler-fusion's bound is 20%)")
@@ -200,7 +198,22 @@ _GRAPH_NODE_MISS = ("a true finding the rule misses on this capture: autocast in
 _RNG_COMPILE_FALSE = ("a false finding: torch.compile of this step measured 0.823x on the H200 (3 "
                       "processes each, 0.80-0.84x): slower, where the rule promised 1.02x (the "
                       "step's dropouts are already hand-fused Triton kernels in autograd "
-                      "Functions)")
+                      "Functions); the model compiled, while the fix also names the loss after "
+                      "it (0.42 ms of chains a step, 3%), which cannot make up a 22% loss")
+_GEMM_LOSS_UNDER = (
+    "a true finding whose estimate is under: the model and the loss after it compiled "
+    "(eager-chains-and-loss; --fix compile-loss) measured 1.702x on the H200 (3 processes each, "
+    "1.698-1.709x), a 41.2% saving against the 32.9% of the 1.49x estimated (-20.2%; "
+    "compiler-fusion's bound is 20%); the model alone had measured 1.078x (wave 8)")
+_HOST_BOUND_UNDER = (
+    "a true finding whose estimate is under: compile measured 1.292x on the H200 (3 processes "
+    "each, 1.24-1.36x), a 22.6% saving against the 2.4% (torch.profiler, 1.025x) and 2.7% (nsys, "
+    "1.028x) estimated (-89%, -88%; compiler-fusion's bound is 20%): the step is host-bound "
+    "(reentrant checkpointing; the replay's floor is the host's own time, 5.51 of 5.67 ms), and "
+    "the estimate keeps every op's eager dispatch, where the compiled graph replaces it")
+_FP8_MODEL_COMPILE_FALSE = (
+    "a false finding: torch.compile of this step measured 0.984x on the H200 (3 processes each, "
+    "0.97-1.00x), where the rule promised 1.07x")
 _FP8_FALSE = ("a false finding: torchao float8 + compile measured {:.3f}x of compile alone on the "
               "H200 (3 processes each, {:.2f}-{:.2f}x): FP8 slows this step, where the rule "
               "promised {}")
@@ -225,8 +238,6 @@ MEASURED: dict[tuple[str, str], Timed] = {
         Timed(WAVE8, "check-fp32-matmul", "compile", "H200", miss=_CHECK_FP32_OVER),
     ("scenarios-check/fp32-matmul/good/trace.json.gz", "compiler-fusion"):
         Timed(WAVE8, "check-fp32-matmul", "compile", "H200", miss=_CHECK_FP32_OVER),
-    ("scenarios/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE8, "fit-gemm-shape-alignment", "compile", "H200", miss=_GEMM_OVER),
     ("scenarios/host-sync/good/nsys.sqlite.gz", "compiler-fusion"):
         Timed(WAVE8, "fit-host-sync", "compile", "H200"),
     ("scenarios/host-sync/good/trace.json.gz", "compiler-fusion"):
@@ -253,11 +264,31 @@ MEASURED: dict[tuple[str, str], Timed] = {
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"):
         Timed(WAVE8, "check-fp32-matmul", "fp8", "H200", base="compile",
               false=_FP8_FALSE.format(0.817, 0.81, 0.82, "1.24x") + "; nsys only"),
+    # wave 9 (the same script): the loss fix, compile on an eager checkpointed step, FP8 again
+    ("scenarios/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
+        Timed(WAVE9, "fit-gemm-shape-alignment", "closs", "H200", miss=_GEMM_LOSS_UNDER),
+    ("scenarios-check/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
+        Timed(WAVE9, "check-gemm-shape-alignment", "closs", "H200"),
+    ("scenarios-check/unfused-gemm-gelu/good/nsys.sqlite.gz", "compiler-fusion"):
+        Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200", miss=_HOST_BOUND_UNDER),
+    ("scenarios-check/unfused-gemm-gelu/good/trace.json.gz", "compiler-fusion"):
+        Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200", miss=_HOST_BOUND_UNDER),
+    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "compiler-fusion"):
+        Timed(WAVE9, "check-fp8-candidate", "compile", "H200", false=_FP8_MODEL_COMPILE_FALSE),
+    ("scenarios-check/fp8-candidate/good/trace.json.gz", "compiler-fusion"):
+        Timed(WAVE9, "check-fp8-candidate", "compile", "H200", false=_FP8_MODEL_COMPILE_FALSE),
+    ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"):
+        Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
+              false=_FP8_FALSE.format(0.992, 0.99, 0.99, "1.24x")),
+    ("scenarios/fp32-matmul/good/trace.json.gz", "fp8-candidate"):
+        Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
+              false=_FP8_FALSE.format(0.992, 0.99, 0.99, "1.24x")),
 }
 """(trace label, rule) -> its fix's measurement. The steps were captured on the H100; the fixes
-were timed on the H200 (the only kind lent in waves 7 and 8), base and fix in the same call, so
-each ratio is one machine's. ``benchmarks/public/wave7_healthy_compile.sh`` and
-``benchmarks/public/wave8_healthy.sh`` made them; tests/test_rule_matrix.py holds each verdict
+were timed on the H200 (the only kind lent in waves 7 to 9), base and fix in the same call (or,
+in wave 9, the same machine held across calls), so each ratio is one machine's.
+``benchmarks/public/wave7_healthy_compile.sh`` and ``benchmarks/public/wave8_healthy.sh`` made
+them; tests/test_rule_matrix.py holds each verdict
 (true or false) to its runs."""
 
 MISSED: dict[tuple[str, str], Timed] = {

@@ -152,12 +152,15 @@ def standalone(build, variants=("bad", "good"), device_flag=False, warmup=0, not
     return s
 
 
-FIXES = ("compile", "max-autotune", "fp8-compile")
+FIXES = ("compile", "compile-loss", "max-autotune-no-cudagraphs", "fp8-compile")
 """Fixes the harness applies on top of a variant (``--fix``), to time a finding raised on a fixed
 capture (docs/validation.md, "No false findings on healthy steps"): ``compile`` is
-``torch.compile(model)``, compiler-fusion's fix; ``max-autotune`` the same with Inductor's GEMM
-epilogues (unfused-gemm-gelu's fix on a compiled step); ``fp8-compile`` torchao float8 training
-then compile, fp8-candidate's compile route."""
+``torch.compile(model)``, compiler-fusion's fix; ``compile-loss`` the same plus
+``torch.compile`` of the scenario's ``loss_fn`` (compiler-fusion's fix where the loss after the
+model holds the chains); ``max-autotune-no-cudagraphs`` the model compiled in that Inductor mode,
+whose autotuned Triton GEMM templates can take a GELU into their epilogue (unfused-gemm-gelu's fix
+measured against ``compile``; without CUDA graphs, whose saved launches are another rule's);
+``fp8-compile`` torchao float8 training then compile, fp8-candidate's compile route."""
 
 
 def apply_fix(obj, fix):
@@ -171,8 +174,16 @@ def apply_fix(obj, fix):
     if fix == "fp8-compile":
         from torchao.float8 import convert_to_float8_training
 
-        convert_to_float8_training(model)
-    obj.model = torch.compile(model, mode="max-autotune" if fix == "max-autotune" else None)
+        # torchao's FP8 GEMM (torch._scaled_mm) needs both dimensions of a weight divisible by
+        # 16; a Linear that is not (a 1000-class head) stays in BF16, the filter torchao's docs use
+        convert_to_float8_training(model, module_filter_fn=lambda m, _fqn: (
+            not isinstance(m, torch.nn.Linear) or (m.in_features % 16 == 0 and m.out_features % 16 == 0)))
+    if fix == "compile-loss":
+        loss_fn = getattr(obj, "loss_fn", None)
+        if loss_fn is None:
+            raise SystemExit(f"--fix {fix}: this scenario has no .loss_fn to compile")
+        obj.loss_fn = torch.compile(loss_fn)
+    obj.model = torch.compile(model, mode=fix if fix.startswith("max-autotune") else None)
     return obj
 
 
