@@ -12,7 +12,7 @@ from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVari
 from advisor.engine.runner import MIN_SPEEDUP
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import classify, short_name
-from advisor.graph.loss_chains import loss_chains
+from advisor.graph.loss_chains import loss_kernels
 from advisor.graph.model import GpuOp, OpGraph
 from advisor.graph.queries import per_step, uses_cuda_graphs
 
@@ -151,22 +151,31 @@ class CompilerFusion(Rule):
             framework="accelerate"),
         FixVariant(
             "eager-chains-and-loss",
-            "Compile the model and the loss computed after it: torch.compile(model) leaves the "
-            "loss's chains eager",
+            "Fuse the eager kernel chains: compile the model and the loss computed after it "
+            "(torch.compile(model) leaves the loss's chains eager)",
+            "import torch.nn.functional as F\n"
             "model = torch.compile(model)\n"
             "# the loss runs after the model, outside what torch.compile(model) compiles:\n"
             "@torch.compile\n"
             "def loss_fn(logits, targets):\n"
-            "    return F.cross_entropy(logits.float(), targets)   # your loss, unchanged\n"
+            "    return F.cross_entropy(logits.float(), targets)   # your loss, casts included\n"
             "loss = loss_fn(model(x), y)\n"
             "# graph breaks keep code eager; find them: TORCH_LOGS=graph_breaks python train.py"),
         FixVariant(
             "eager-chains-and-loss",
             "Fuse the eager kernel chains: compile the LightningModule and the loss its "
             "training_step computes",
-            "model = torch.compile(model)          # the LightningModule's forward\n"
-            "# training_step's loss runs outside forward: compile it too, e.g. in __init__\n"
-            "self.loss_fn = torch.compile(nn.CrossEntropyLoss())\n"
+            "import torch.nn.functional as F\n"
+            "@torch.compile\n"
+            "def loss_fn(logits, targets):   # training_step's loss runs outside forward\n"
+            "    return F.cross_entropy(logits.float(), targets)   # your loss, casts included\n"
+            "\n"
+            "class LitModel(L.LightningModule):\n"
+            "    def training_step(self, batch, batch_idx):\n"
+            "        x, y = batch\n"
+            "        return loss_fn(self(x), y)\n"
+            "\n"
+            "model = torch.compile(LitModel())   # compiles forward\n"
             "trainer.fit(model, datamodule=dm)",
             framework="lightning"),
         FixVariant(
@@ -189,7 +198,7 @@ class CompilerFusion(Rule):
         if not chains:  # a negligible share falls under the runner's reporting threshold
             return
         kernels = [o for c in chains for o in c]
-        loss_ns = sum(o.duration_ns for c in loss_chains(graph, steps, chains) for o in c)
+        loss_ns = sum(o.duration_ns for o in loss_kernels(graph, steps, chains))
         # the loss gets its own fix where its chains alone are worth a finding
         outside_loss = step_total and loss_ns / step_total >= 1 - 1 / MIN_SPEEDUP
         by_cat: Counter[str] = Counter()

@@ -10,70 +10,92 @@ does not deliver (gemm-shape-alignment's fixed step: compile of the model alone 
 on the H200, where the chains, most of them the loss's, promised 1.49x; docs/validation.md).
 
 What is the loss's, from the step's phase marks (``advisor profile`` and the scenarios mark a
-``loss`` phase; a trace without one has none):
-- forward: a chain launched inside a ``loss`` span that launches no compute kernel (GEMM,
-  convolution, attention). Where the loss span holds the model's forward too (Hugging Face
-  Trainer's ``compute_loss`` wraps ``model(**inputs)``), the loss is inside the model and
-  ``torch.compile`` covers it: nothing is the loss's here.
-- backward: autograd runs the loss's gradient first, so in each backward span, the chains that
-  run before its first compute kernel, when that step's loss had chains.
+``loss`` phase; a trace without one has none), kernel by kernel (a chain on the GPU stream often
+runs the end of the model's forward, the loss and the start of its gradient back to back: where
+the chain breaks says nothing about which code launched each kernel):
+- forward: a chain's kernel launched inside a ``loss`` span that launches no compute kernel
+  (GEMM, convolution, attention) of the step's process. Where the loss span holds the model's
+  forward too (Hugging Face Trainer's ``compute_loss`` wraps ``model(**inputs)``), the loss is
+  inside the model and ``torch.compile`` covers it: nothing is the loss's here. A loss with a
+  GEMM of its own (contrastive, distillation, a fused linear cross-entropy) is not counted.
+- backward: autograd runs the loss's gradient first, so in each backward span, the chains'
+  kernels launched before the process's first compute launch there, when that step's loss had
+  some, in launch order and up to `GRADIENT_PER_FORWARD` times the loss's forward time (what
+  runs before the first GEMM can also be the gradient of a loss inside the model).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import defaultdict
 from collections.abc import Sequence
 
 from advisor.graph.kernels import KernelCategory, classify
 from advisor.graph.model import GpuOp, OpGraph, Step
 
 COMPUTE = frozenset({KernelCategory.GEMM, KernelCategory.CONV, KernelCategory.ATTENTION})
+GRADIENT_PER_FORWARD = 2.0
+"""The most a memory-bound loss's gradient costs per unit of its forward: an elementwise or
+softmax-like op reads one tensor and writes one going forward; its gradient reads the incoming
+gradient and the saved input or output and writes one (1.5x the traffic), with room for a cast
+the forward fused into a read. A bound from the memory traffic, not a fit."""
 
 
-def loss_chains(graph: OpGraph, steps: Sequence[Step],
-                chains: Sequence[tuple[GpuOp, ...]]) -> list[tuple[GpuOp, ...]]:
-    """The chains (of ``chains``) that belong to a loss computed outside the model."""
-    starts = {id(c): _launch_ns(graph, c) for c in chains}
-    out: list[tuple[GpuOp, ...]] = []
+def loss_kernels(graph: OpGraph, steps: Sequence[Step],
+                 chains: Sequence[Sequence[GpuOp]]) -> list[GpuOp]:
+    """The kernels (of ``chains``) that belong to a loss computed outside the model."""
+    launched = [(t, op) for c in chains for op in c
+                if (t := _launch_ns(graph, op)) is not None]
+    out: list[GpuOp] = []
     for step in steps:
         losses = step.phases.get("loss", [])
         if not losses:
             continue
-        mine = [c for c in chains if starts[id(c)] is not None
-                and step.cpu_start_ns <= starts[id(c)] < step.cpu_end_ns]
-        if not mine:
-            continue
-        outside = [span for span in losses if not _launches_compute(graph, span)]
-        forward = [c for c in mine if any(a <= starts[id(c)] < b for a, b in outside)]
+        mine = [(t, op) for t, op in launched
+                if op.pid == step.pid and step.cpu_start_ns <= t < step.cpu_end_ns]
+        outside = [span for span in losses if not _launches_compute(graph, step.pid, span)]
+        forward = [op for t, op in mine if any(a <= t < b for a, b in outside)]
         if not forward:
             continue
         out += forward
+        # the gradient, in launch order, up to what a gradient of this forward can cost: the
+        # rest before the first compute kernel is the model's (a loss inside the model, whose
+        # loss span only scales or averages it: Hugging Face's)
+        budget = GRADIENT_PER_FORWARD * sum(op.duration_ns for op in forward)
         for a, b in step.phases.get("backward", []):
-            first = _first_compute_launch(graph, a, b)
-            out += [c for c in mine if a <= starts[id(c)] < (first if first is not None else b)]
+            first = _first_compute_launch(graph, step.pid, a, b)
+            end = first if first is not None else b
+            for _, op in sorted((p for p in mine if a <= p[0] < end), key=lambda p: p[0]):
+                if op.duration_ns > budget:
+                    break
+                budget -= op.duration_ns
+                out.append(op)
     return out
 
 
-def _launch_ns(graph: OpGraph, chain: tuple[GpuOp, ...]) -> int | None:
-    call = graph.launcher(chain[0])
+def _launch_ns(graph: OpGraph, op: GpuOp) -> int | None:
+    call = graph.launcher(op)
     return call.start_ns if call is not None else None
 
 
-def _compute_launches(graph: OpGraph) -> list[int]:
-    """Host launch times of every compute kernel, sorted (kept on the graph: asked per span)."""
+def _compute_launches(graph: OpGraph) -> dict[int, list[int]]:
+    """Per process, the host launch times of its compute kernels, sorted (kept on the graph,
+    whose ops never change once built: asked per span)."""
     cache = graph.__dict__.get("_compute_launches")
     if cache is None:
-        cache = sorted(call.start_ns for op in graph.gpu_ops if classify(op) in COMPUTE
-                       and (call := graph.launcher(op)) is not None)
-        graph.__dict__["_compute_launches"] = cache
+        by_pid: defaultdict[int, list[int]] = defaultdict(list)
+        for op in graph.gpu_ops:
+            if classify(op) in COMPUTE and (call := graph.launcher(op)) is not None:
+                by_pid[op.pid].append(call.start_ns)
+        cache = graph.__dict__["_compute_launches"] = {p: sorted(t) for p, t in by_pid.items()}
     return cache
 
 
-def _first_compute_launch(graph: OpGraph, start: int, end: int) -> int | None:
-    times = _compute_launches(graph)
+def _first_compute_launch(graph: OpGraph, pid: int, start: int, end: int) -> int | None:
+    times = _compute_launches(graph).get(pid, [])
     i = bisect_left(times, start)
     return times[i] if i < len(times) and times[i] < end else None
 
 
-def _launches_compute(graph: OpGraph, span: tuple[int, int]) -> bool:
-    return _first_compute_launch(graph, *span) is not None
+def _launches_compute(graph: OpGraph, pid: int, span: tuple[int, int]) -> bool:
+    return _first_compute_launch(graph, pid, *span) is not None
