@@ -214,6 +214,17 @@ _HOST_BOUND_UNDER = (
 _FP8_MODEL_COMPILE_FALSE = (
     "a false finding: torch.compile of this step measured 0.984x on the H200 (3 processes each, "
     "0.97-1.00x), where the rule promised 1.07x")
+def _both_formats(folder: str, rule: str, timed: Timed) -> dict[tuple[str, str], Timed]:
+    """One fixed step's finding, raised on both of its captures (nsys and torch.profiler)."""
+    return {(f"{folder}/{name}", rule): timed for name in ("nsys.sqlite.gz", "trace.json.gz")}
+
+
+def _fp8_false(folder: str, stem: str, promised: str) -> str:
+    """`_FP8_FALSE` with the figures read from the archive (FP8 against compile)."""
+    t = Timed(folder, stem, "fp8", "H200", base="compile")
+    return _FP8_FALSE.format(t.speedup(), *t.spread(), promised)
+
+
 _FP8_FALSE = ("a false finding: torchao float8 + compile measured {:.3f}x of compile alone on the "
               "H200 (3 processes each, {:.2f}-{:.2f}x): FP8 slows this step, where the rule "
               "promised {}")
@@ -269,20 +280,14 @@ MEASURED: dict[tuple[str, str], Timed] = {
         Timed(WAVE9, "fit-gemm-shape-alignment", "closs", "H200", miss=_GEMM_LOSS_UNDER),
     ("scenarios-check/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
         Timed(WAVE9, "check-gemm-shape-alignment", "closs", "H200"),
-    ("scenarios-check/unfused-gemm-gelu/good/nsys.sqlite.gz", "compiler-fusion"):
-        Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200", miss=_HOST_BOUND_UNDER),
-    ("scenarios-check/unfused-gemm-gelu/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200", miss=_HOST_BOUND_UNDER),
-    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "compiler-fusion"):
-        Timed(WAVE9, "check-fp8-candidate", "compile", "H200", false=_FP8_MODEL_COMPILE_FALSE),
-    ("scenarios-check/fp8-candidate/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE9, "check-fp8-candidate", "compile", "H200", false=_FP8_MODEL_COMPILE_FALSE),
-    ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"):
-        Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
-              false=_FP8_FALSE.format(0.992, 0.99, 0.99, "1.24x")),
-    ("scenarios/fp32-matmul/good/trace.json.gz", "fp8-candidate"):
-        Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
-              false=_FP8_FALSE.format(0.992, 0.99, 0.99, "1.24x")),
+    **_both_formats("scenarios-check/unfused-gemm-gelu/good", "compiler-fusion",
+                    Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200", miss=_HOST_BOUND_UNDER)),
+    **_both_formats("scenarios-check/fp8-candidate/good", "compiler-fusion",
+                    Timed(WAVE9, "check-fp8-candidate", "compile", "H200",
+                          false=_FP8_MODEL_COMPILE_FALSE)),
+    **_both_formats("scenarios/fp32-matmul/good", "fp8-candidate",
+                    Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
+                          false=_fp8_false(WAVE9, "fit-fp32-matmul", "1.24x"))),
 }
 """(trace label, rule) -> its fix's measurement. The steps were captured on the H100; the fixes
 were timed on the H200 (the only kind lent in waves 7 to 9), base and fix in the same call (or,

@@ -44,17 +44,16 @@ the forward fused into a read. A bound from the memory traffic, not a fit."""
 def loss_kernels(graph: OpGraph, steps: Sequence[Step],
                  chains: Sequence[Sequence[GpuOp]]) -> list[GpuOp]:
     """The kernels (of ``chains``) that belong to a loss computed outside the model."""
-    launched = [(t, op) for c in chains for op in c
-                if (t := _launch_ns(graph, op)) is not None]
+    launched = sorted(((t, op) for c in chains for op in c
+                       if (t := _launch_ns(graph, op)) is not None), key=lambda p: p[0])
+    times = [t for t, _ in launched]
     out: list[GpuOp] = []
     for step in steps:
         losses = step.phases.get("loss", [])
         if not losses:
             continue
-        mine = [(t, op) for t, op in launched
-                if op.pid == step.pid and step.cpu_start_ns <= t < step.cpu_end_ns]
         outside = [span for span in losses if not _launches_compute(graph, step.pid, span)]
-        forward = [op for t, op in mine if any(a <= t < b for a, b in outside)]
+        forward = [op for a, b in outside for _, op in _between(launched, times, step.pid, a, b)]
         if not forward:
             continue
         out += forward
@@ -64,13 +63,19 @@ def loss_kernels(graph: OpGraph, steps: Sequence[Step],
         budget = GRADIENT_PER_FORWARD * sum(op.duration_ns for op in forward)
         for a, b in step.phases.get("backward", []):
             first = _first_compute_launch(graph, step.pid, a, b)
-            end = first if first is not None else b
-            for _, op in sorted((p for p in mine if a <= p[0] < end), key=lambda p: p[0]):
+            for _, op in _between(launched, times, step.pid, a, first if first is not None else b):
                 if op.duration_ns > budget:
                     break
                 budget -= op.duration_ns
                 out.append(op)
     return out
+
+
+def _between(launched: list[tuple[int, GpuOp]], times: list[int], pid: int,
+             start: int, end: int) -> list[tuple[int, GpuOp]]:
+    """The process's kernels launched in [start, end), in launch order (``launched`` is sorted
+    by launch time, ``times`` its keys)."""
+    return [p for p in launched[bisect_left(times, start):bisect_left(times, end)] if p[1].pid == pid]
 
 
 def _launch_ns(graph: OpGraph, op: GpuOp) -> int | None:
