@@ -30,6 +30,10 @@ _KINETO_ONLY = "; raised on the torch.profiler capture only, not on the nsys one
 WAVE7 = "wave7-2026-12-02/healthy-compile"
 WAVE8 = "wave8-2026-12-02/healthy"
 WAVE9 = "wave9-2026-12-03/healthy"
+WAVE10 = ("wave10-2026-12-03/call1", "wave10-2026-12-03/call2", "wave10-2026-12-03/call3")
+"""Wave 10's three device calls, each in its own folder: the machine was held between calls, so
+a later call re-ran a variant an earlier one had timed (fit pageable-memcpy's compile, the
+baseline of both FP8 and max-autotune); each ratio takes base and fix from one call."""
 
 RUN_KINDS: dict[str, tuple[str, str | None]] = {
     "base": ("good", None),
@@ -91,6 +95,8 @@ def _timed_note(stem: str, fix: str, resolved: bool, folder: str = WAVE8, base: 
     t = Timed(folder, stem, fix, "H200", base=base)
     low, high = t.spread()
     wave = folder.split("-")[0].replace("wave", "wave ")
+    if "/call" in folder:
+        wave += f", call {folder.rsplit('call', 1)[1]}"
     n = f"{len(t.runs(t.base))} + {len(t.runs(fix))} processes"
     if not resolved:
         return (f"partly timed: {fix} against {base} on the H200 ({wave}) {t.speedup():.3f}x by "
@@ -100,12 +106,36 @@ def _timed_note(stem: str, fix: str, resolved: bool, folder: str = WAVE8, base: 
             "(a run far from the others): neither a true nor a false finding yet")
 
 
-_PAGEABLE_FP8 = _timed_note("fit-pageable-memcpy", "fp8", False, WAVE9, "compile") + (
-    "; its 1000-class head stays in BF16 (torchao's FP8 GEMM needs both of a weight's dimensions "
-    "divisible by 16)")
-_PAGEABLE_GELU = _timed_note("check-pageable-memcpy", "autotune", False, WAVE9, "compile") + (
-    "; the whole autotune group did not fit one call: max-autotune's GEMM search took 300 s on "
-    "one model (benchmarks/public/wave8_healthy.sh's header)")
+_KEPT_CUBLAS = (
+    "; max-autotune is not a route to this fix on this step: Inductor kept cuBLAS for the GEMM "
+    "before the GELU ({}; its call's warm-up log), so the GELU stayed its own kernel and "
+    "the timing says nothing of the epilogue; the route that fuses it in training is Transformer "
+    "Engine's (cuBLASLt GELU and dGELU epilogues), not available on the device")
+_PAGEABLE_GELU = _timed_note("check-pageable-memcpy", "autotune", True, WAVE10[1], "compile") + \
+    _KEPT_CUBLAS.format("bias_addmm 0.109 ms against Triton's best 0.145 ms for 32768x512 @ 512x2048")
+_FIT_PAGEABLE_GELU = (
+    "timed, the fix not applied: max-autotune against compile on the H200 (wave 10, call 2, 3 + 3 "
+    "processes) gave {:.3f}x by the medians and {:.2f}-{:.2f}x between runs".format(
+        Timed(WAVE10[1], "fit-pageable-memcpy", "autotune", "H200", base="compile").speedup(),
+        *Timed(WAVE10[1], "fit-pageable-memcpy", "autotune", "H200", base="compile").spread())
+    + _KEPT_CUBLAS.format("bias_addmm 0.187 ms against Triton's best 0.232 ms for 16384x1024 @ "
+                          "1024x4096"))
+_FP8_MODEL_GELU = _timed_note("check-fp8-candidate", "autotune", False, WAVE10[2], "compile") + (
+    "; max-autotune's search took over 300 s on this model (106 choices per GEMM, 35-40 s each)")
+
+
+def _pinned_again(stem: str) -> str:
+    """A host-bound check step whose compile timing settled nothing in wave 8, timed again in
+    wave 10 with every run pinned to the same four cores: still nothing settled."""
+    t = Timed(WAVE10[0], stem, "compile", "H200")
+    low, high = t.spread()
+    return (_timed_note(stem, "compile", True) + f"; again in wave 10 (call 1, 3 + 3 processes "
+            f"pinned to the same 4 cores): {t.speedup():.3f}x by the medians, {low:.2f}-{high:.2f}x "
+            "between runs: the host-bound step shifts within a process (a compiled run of "
+            "host-sync's went from 8.1-8.8 to 10-11.6 ms a step mid-run), so it is not where the "
+            "scheduler put the process")
+
+
 _ATTN_COMPILE = ("timed, nothing resolved: compile on the H200 (wave 7, 3 processes each) gave "
                  "0.92x by the medians and 0.88-1.16x between runs, a spread wider than the "
                  "7-10% promised; neither a true nor a false finding yet")
@@ -113,23 +143,20 @@ _ATTN_COMPILE = ("timed, nothing resolved: compile on the H200 (wave 7, 3 proces
 
 UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "fp8-candidate"): _PAGEABLE_FP8,
-    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "fp8-candidate"): _PAGEABLE_FP8,
-    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios/pageable-memcpy/good/trace.json.gz", "fp8-candidate"): _PAGEABLE_FP8,
-    ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _FIT_PAGEABLE_GELU,
+    ("scenarios/pageable-memcpy/good/nsys_repeat.sqlite.gz", "unfused-gemm-gelu"): _FIT_PAGEABLE_GELU,
+    ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"): _FIT_PAGEABLE_GELU,
     ("scenarios/unfused-attention/good/nsys.sqlite.gz", "compiler-fusion"): _ATTN_COMPILE,
     ("scenarios/unfused-attention/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios/unfused-attention/good/trace.json.gz", "compiler-fusion"): _ATTN_COMPILE,
     ("scenarios/unfused-attention/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU + "; nsys only",
-    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios-check/fp8-candidate/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
+    ("scenarios-check/fp8-candidate/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _FP8_MODEL_GELU,
+    ("scenarios-check/fp8-candidate/good/trace.json.gz", "unfused-gemm-gelu"): _FP8_MODEL_GELU,
     ("scenarios-check/unfused-attention/good/nsys.sqlite.gz", "compiler-fusion"):
-        _timed_note("check-unfused-attention", "compile", True),
+        _pinned_again("check-unfused-attention"),
     ("scenarios-check/unfused-attention/good/trace.json.gz", "compiler-fusion"):
-        _timed_note("check-unfused-attention", "compile", True),
+        _pinned_again("check-unfused-attention"),
     ("nsys-ai/mfu_2gpu_after.sqlite", "compiler-fusion"): "unmeasured: a third party's 2-GPU run, "
     "no compile variant of it exists",
     ("nsys-ai/mfu_2gpu_after.sqlite", "host-sync"): "unmeasured: 10 cudaMemcpyAsync per step wait "
@@ -139,13 +166,13 @@ UNMEASURED: dict[tuple[str, str], str] = {
     ("scenarios-check/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/cpu-bound-loss/good/trace.json.gz", "fp8-candidate"): _FP8 + _KINETO_ONLY,
     ("scenarios-check/host-sync/good/nsys.sqlite.gz", "compiler-fusion"):
-        _timed_note("check-host-sync", "compile", True),
+        _pinned_again("check-host-sync"),
     ("scenarios-check/host-sync/good/trace.json.gz", "compiler-fusion"):
-        _timed_note("check-host-sync", "compile", True),
+        _pinned_again("check-host-sync"),
     ("scenarios-check/loader-jitter/good/nsys.sqlite.gz", "compiler-fusion"):
-        _timed_note("check-loader-jitter", "compile", True),
+        _pinned_again("check-loader-jitter"),
     ("scenarios-check/loader-jitter/good/trace.json.gz", "compiler-fusion"):
-        _timed_note("check-loader-jitter", "compile", True),
+        _pinned_again("check-loader-jitter"),
     ("scenarios-check/loader-jitter/good/trace.json.gz", "loader-jitter"): "a false finding: "
     "under torch.profiler the GPU waits 1.27 ms per step while the training thread loads the "
     "batch (num_workers=0), and the rule promises 1.07x from workers; the same program under "
@@ -162,10 +189,11 @@ FIX = {
                        "(`--fix compile-loss` where the loss after the model holds the chains)",
     "fp8-candidate": "`--fix fp8-compile` against `--fix compile` (torchao float8, compiled: the "
                      "route the rule names)",
-    "unfused-gemm-gelu": "`--fix max-autotune-no-cudagraphs` against `--fix compile` (Inductor's "
-                         "GEMM epilogues); on compiler-fusion: `--variant gpt2-eager --fix "
-                         "max-autotune-no-cudagraphs` against "
-                         "`--variant gpt2-compile`",
+    "unfused-gemm-gelu": "none on the device: the fix is Transformer Engine's fused MLP (cuBLASLt GELU "
+                         "and dGELU epilogues), not installed there; `--fix "
+                         "max-autotune-no-cudagraphs` against `--fix compile` was timed in waves "
+                         "9-10 and is not a route: Inductor kept cuBLAS for the GEMM before the "
+                         "GELU on every model searched, so the GELU stayed its own kernel",
     "fp32-matmul": "`--variant good-bf16` against `--variant good` on uncaptured-cuda-graph (the "
                    "graph captured under torch.autocast(bfloat16))",
     "host-sync": "none: a third party's trace",
@@ -288,9 +316,16 @@ MEASURED: dict[tuple[str, str], Timed] = {
     **_both_formats("scenarios/fp32-matmul/good", "fp8-candidate",
                     Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
                           false=_fp8_false(WAVE9, "fit-fp32-matmul", "1.24x"))),
+    # wave 10 (the same script, PIN'd runs): FP8 on pageable-memcpy's fit step, settled
+    **{(f"scenarios/pageable-memcpy/good/{name}", "fp8-candidate"):
+       Timed(WAVE10[0], "fit-pageable-memcpy", "fp8", "H200", base="compile",
+             false=_fp8_false(WAVE10[0], "fit-pageable-memcpy", "1.18x") + (
+                 "; its 1000-class head stayed in BF16 (torchao's FP8 GEMM needs both of a "
+                 "weight's dimensions divisible by 16)"))
+       for name in ("nsys.sqlite.gz", "nsys_repeat.sqlite.gz", "trace.json.gz")},
 }
 """(trace label, rule) -> its fix's measurement. The steps were captured on the H100; the fixes
-were timed on the H200 (the only kind lent in waves 7 to 9), base and fix in the same call (or,
+were timed on the H200 (the only kind lent in waves 7 to 10), base and fix in the same call (or,
 in wave 9, the same machine held across calls), so each ratio is one machine's.
 ``benchmarks/public/wave7_healthy_compile.sh`` and ``benchmarks/public/wave8_healthy.sh`` made
 them; tests/test_rule_matrix.py holds each verdict

@@ -22,7 +22,10 @@
 # from a call; TAR names it, to run the script twice in one call), with its log. A warm-up is
 # bounded by the deadline too: max-autotune's GEMM search can take minutes a model, and wave 9's
 # second call spent its whole 600 s warming before a timed run. From the repository root, .whl/
-# carried (torchao's wheel).
+# carried (torchao's wheel). PIN (wave 10) prefixes every timed run, e.g. PIN="taskset -c 8-11":
+# the host-bound check steps' means moved 20-60% between processes when the scheduler placed
+# them freely (wave 8: 4.19 against 5.50 ms on unfused-attention's check step); the runs of one
+# call all run under the same PIN, which each archive's README names.
 set -u
 W=/tmp/w8h; mkdir -p $W/logs $W/warm $OUT; T0=$(date +%s); HARD=${HARD:-560}; WARM_P=${WARM_P:-6}
 export PYTHONUNBUFFERED=1
@@ -49,7 +52,7 @@ for g in $GROUPS_; do shape=${g%%:*}; rest=${g#*:}; s=${rest%%:*}; IFS=, read -r
 echo "[warm done] $(( $(date +%s) - T0 ))s"
 one() { local shape=$1 s=$2 v=$3 n=$4 rem=$(( HARD - 25 - $(date +%s) + T0 ))
   [ $rem -ge 40 ] || { echo "SKIP (deadline): $shape $s $v $n"; return 1; }; local t=$(date +%s)
-  SCENARIO_SHAPE=$shape timeout $(( rem < 150 ? rem : 150 )) python3 harness.py timing --scenario $s $(args $v) \
+  SCENARIO_SHAPE=$shape timeout $(( rem < 150 ? rem : 150 )) ${PIN:-} python3 harness.py timing --scenario $s $(args $v) \
     --warmup 15 --steps 50 --out $W/$shape-$s-$v-$n > $W/logs/$shape-$s-$v-$n.log 2>&1
   echo "[$shape $s $v $n] rc=$? $(( $(date +%s) - t ))s $(grep -o 'mean [0-9.]* ms' $W/logs/$shape-$s-$v-$n.log | tail -1)"; }
 for g in $GROUPS_; do shape=${g%%:*}; rest=${g#*:}; s=${rest%%:*}; IFS=, read -ra vs <<< "${rest#*:}"
