@@ -18,7 +18,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +30,12 @@ from advisor.ingest.base import LoadOptions
 
 def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSummary]:
     """Dask task: one trace file in, its ranks' summaries out. A torch.profiler trace is read
-    through `slim_copy` (only the events a summary uses), an nsys export with only those
-    events selected by its loader (`SummaryEvents`); anything else whole."""
+    once and cut to the events a summary uses, an nsys export with only those events selected
+    by its loader (`advisor.ingest.slim_trace.summary_graph`); anything else whole."""
     from advisor.engine.rank_summary import summarize_graph
-    from advisor.ingest.base import load_trace
-    from advisor.ingest.slim_trace import SummaryEvents, slim_copy
+    from advisor.ingest.slim_trace import summary_graph
 
-    with slim_copy(path, options) as slim:
-        if slim is not None:
-            graph = load_trace(slim, options)
-        else:  # an nsys export's loader keeps only these events (other readers ignore them)
-            graph = load_trace(path, replace(options, events=SummaryEvents(options.step_pattern)))
+    graph = summary_graph(path, options)
     graph.info.path = str(path)
     return summarize_graph(graph, order)
 
