@@ -31,13 +31,20 @@ from advisor.ingest.base import LoadOptions
 def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSummary]:
     """Dask task: one trace file in, its ranks' summaries out. A torch.profiler trace is read
     once and cut to the events a summary uses, an nsys export with only those events selected
-    by its loader (`advisor.ingest.slim_trace.summary_graph`); anything else whole."""
+    by its loader (`advisor.ingest.slim_trace.summary_graph`); anything else whole.
+
+    The collector is paused for the whole file, not only inside the loaders: the slim scan's
+    decodes and the summary make tens of thousands of acyclic objects, and with the collector
+    on a torch.profiler rank paid for 52 young-generation collections (4 a rank of a job
+    of the nsys seed); what a cycle might hold waits for the task's full collection."""
     from advisor.engine.rank_summary import summarize_graph
+    from advisor.gc_pause import gc_paused
     from advisor.ingest.slim_trace import summary_graph
 
-    graph = summary_graph(path, options)
-    graph.info.path = str(path)
-    return summarize_graph(graph, order)
+    with gc_paused():
+        graph = summary_graph(path, options)
+        graph.info.path = str(path)
+        return summarize_graph(graph, order)
 
 
 @dataclass(frozen=True)
