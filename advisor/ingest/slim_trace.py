@@ -59,6 +59,11 @@ MAX_SLIM_BYTES = 256 << 20
 """Decompressed traces larger than this are parsed by the streaming loader instead: this reader
 holds the whole text (and a slice object per event) in memory."""
 
+MAX_DECODED_BYTES = 32 << 20
+"""Kept events of more text than this go through the streaming loader (a temporary file of
+them) rather than being decoded at once: the decoded events take several times their text,
+which the stream never holds together (a 3.5 MB rank, 8,183 events: about 30 MB)."""
+
 _GPU = frozenset({"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "cuda_sync",
                   "cuda_profiler_range"})
 _API = frozenset({"cuda_runtime", "runtime", "cuda_driver"})
@@ -264,7 +269,8 @@ def summary_graph(path: str | Path, options: LoadOptions) -> OpGraph:
     events when the cut is taken, is decoded whole and handed to the Kineto loader
     (`advisor.ingest.kineto.loader.load_decoded`). Until issue #39's third pass the kept
     events went to a temporary file that the loader decompressed (when the cut was not taken,
-    the original file) and decoded again: a fifth of a rank's CPU. An nsys export is loaded
+    the original file) and decoded again: about 15 ms of the DDP seed's 120 ms a rank in a
+    worker (its stream decode took 36 ms, the decode here 17). An nsys export is loaded
     with only a summary's events selected (`SummaryEvents`); anything else the ordinary way."""
     path = Path(path)
     scan = _scan(path, options)
@@ -283,13 +289,16 @@ def _decoded_graph(path: Path, scan: _Scan, options: LoadOptions) -> OpGraph | N
     """The kept events' graph from the text in memory, or None where that decode could give
     other values than the stream's (`advisor.ingest.kineto.event_stream`): a file another
     format takes, text past the stream's one-value cap, an integer literal longer than it
-    keeps as a number, or text msgspec refuses (NaN, a lone surrogate escape)."""
+    keeps as a number, or text msgspec refuses (NaN, a lone surrogate escape); also kept
+    events too large to hold decoded at once (`MAX_DECODED_BYTES`)."""
     from advisor.ingest.kineto.loader import ChromeTraceSource, load_decoded
 
     if len(scan.data) > MAX_VALUE_CHARS or sniffed_source(path, read_head(path, 64)) \
             is not ChromeTraceSource:
         return None
     text = _kept_text(scan)
+    if len(text) > MAX_DECODED_BYTES:
+        return None
     others = {key: bytes(value) for key, value in scan.top.items() if key != "traceEvents"}
     if any(_has_long_integer(t) for t in [text, *others.values()]):
         return None
