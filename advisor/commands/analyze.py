@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from advisor.errors import InputError, OutputError
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import parse_size
 from advisor.report.emit import STDOUT
+
+if TYPE_CHECKING:  # imported where used: `advisor analyze TRACE` never loads the job modules
+    from advisor.ingest.folder import Skipped
 
 
 def rule_options(func):
@@ -116,12 +120,13 @@ def command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | Non
     options = LoadOptions(max_steps=max_steps, max_unpacked_bytes=cap, step_pattern=step_pattern,
                           pid=pid)
     if as_job or scheduler or workers or len(traces) > 1 or _names_ranks(traces[0]):
-        from advisor.job.inputs import expand
+        from advisor.job.inputs import expand_inputs
 
         # a folder's or a glob's files are inputs too: a report must never be written over one
-        check_outputs(expand(traces), {"--json": json_out, "--html": html_out})
+        found = expand_inputs(traces)
+        check_outputs(found[0], {"--json": json_out, "--html": html_out})
         return job_command(traces, json_out, html_out, options, quiet, scheduler, workers,
-                           rank_rules, settings=settings, show_fixes=show_fixes)
+                           rank_rules, settings=settings, show_fixes=show_fixes, found=found)
     trace = Path(traces[0])
     check_outputs([trace], {"--json": json_out, "--html": html_out})
     progress = Progress.on_stderr(quiet)
@@ -154,15 +159,17 @@ def _names_ranks(arg: str) -> bool:
 
 def job_command(traces: tuple[str, ...], json_out: Path | None, html_out: Path | None,
                 options: LoadOptions, quiet: bool, scheduler: str | None, workers: int | None,
-                rank_rules: str = "sample", settings=None, show_fixes: bool = False) -> int:
+                rank_rules: str = "sample", settings=None, show_fixes: bool = False,
+                found: tuple[list[Path], list[Skipped]] | None = None) -> int:
     """`advisor analyze` over several ranks: the job's report, written as one trace's is.
     ``options`` read each rank's trace as one trace is read; ``settings`` pick and configure
-    the rank and job rules."""
+    the rank and job rules; ``found``, the traces' files as `expand_inputs` found them."""
     from advisor.job.api import analyze_job, rank_progress
     from advisor.report.emit import emit
     from advisor.report.job_report import build_job_report
 
     job = analyze_job(traces, scheduler=scheduler, workers=workers, rank_rules=rank_rules,
-                      load_options=options, settings=settings, progress=rank_progress(quiet))
+                      load_options=options, settings=settings, progress=rank_progress(quiet),
+                      found=found)
     emit(build_job_report(job), json_out, html_out, quiet, show_fixes=show_fixes)
     return 0

@@ -106,22 +106,30 @@ def trace_sources() -> tuple[type[TraceSource], ...]:
     return tuple(found)
 
 
+def sniffed_source(path: Path, head: bytes) -> type[TraceSource] | None:
+    """The format that takes the file (the first, in name order, whose sniff says so)."""
+    for source in trace_sources():
+        if source.sniff(path, head):
+            return source
+    return None
+
+
 def load_trace(path: str | Path, options: LoadOptions | None = None) -> OpGraph:
     p = Path(path)
     head = read_head(p, 64)  # refuses missing, non-regular and unreachable files
     if not head:
         raise UnsupportedTraceError(f"{p}: empty file, not a trace")
     options = options or LoadOptions()
-    for source in trace_sources():
-        if source.sniff(p, head):
-            graph = source().load(p, options)
-            if graph.info.format == "nsys-sqlite":  # Python stacks advisor sampled beside it
-                from advisor.ingest.pystacks import attach
+    source = sniffed_source(p, head)
+    if source is not None:
+        graph = source().load(p, options)
+        if graph.info.format == "nsys-sqlite":  # Python stacks advisor sampled beside it
+            from advisor.ingest.pystacks import attach
 
-                attach(graph, p)
-            if options.recorded_steps is not None:
-                keep_recorded(graph, options.recorded_steps)
-            return graph
+            attach(graph, p)
+        if options.recorded_steps is not None:
+            keep_recorded(graph, options.recorded_steps)
+        return graph
     if head.startswith(b"NVIDIA T"):
         raise UnsupportedTraceError(
             f"{p}: an Nsight Systems report (.nsys-rep); export it first: "

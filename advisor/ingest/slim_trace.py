@@ -33,18 +33,20 @@ import functools
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from advisor.errors import AdvisorError
 from advisor.graph.api_names import LONG_CALL_NS, is_launch, may_block
 from advisor.graph.collectives import REDUCER_RANGES, host_collective
+from advisor.graph.model import OpGraph
 from advisor.graph.step_pattern import compile_step_pattern
-from advisor.graph.steps import matches_step, phase_of
-from advisor.ingest.base import LoadOptions
+from advisor.graph.steps import keep_recorded, matches_step, phase_of
+from advisor.ingest.base import LoadOptions, load_trace, sniffed_source
 from advisor.ingest.compression import MAGIC_BYTES, UNPACK_ERRORS, codec_of
-from advisor.ingest.input_file import CappedReader, check_regular
+from advisor.ingest.input_file import CappedReader, check_regular, read_head
+from advisor.ingest.kineto.event_stream import MAX_INT_DIGITS, MAX_VALUE_CHARS
 from advisor.ingest.nsys.export_file import gzipped_sqlite
 from advisor.ingest.nsys.schema import SQLITE_MAGIC
 
@@ -56,6 +58,11 @@ except ImportError:  # pragma: no cover - only a partial install lacks it
 MAX_SLIM_BYTES = 256 << 20
 """Decompressed traces larger than this are parsed by the streaming loader instead: this reader
 holds the whole text (and a slice object per event) in memory."""
+
+MAX_DECODED_BYTES = 32 << 20
+"""Kept events of more text than this go through the streaming loader (a temporary file of
+them) rather than being decoded at once: the decoded events take several times their text,
+which the stream never holds together (a 3.5 MB rank, 8,183 events: about 30 MB)."""
 
 _GPU = frozenset({"kernel", "gpu_memcpy", "memcpy", "gpu_memset", "memset", "cuda_sync",
                   "cuda_profiler_range"})
@@ -76,6 +83,10 @@ if msgspec is not None:
     _EVENTS = msgspec.json.Decoder(list[_Event])
     _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])
     _LIST = msgspec.json.Decoder(list[msgspec.Raw])
+    _ANY = msgspec.json.Decoder(float_hook=str)  # as `event_stream`'s batches: floats as text
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_DIGITS = b"0" * (MAX_INT_DIGITS + 1)
 
 
 @dataclass(frozen=True)
@@ -166,21 +177,59 @@ def _long(dur: Any) -> bool:
         return False
 
 
-def _slim_document(data: bytes, options: LoadOptions) -> bytes | None:
-    top = _TOP.decode(data)
-    if "traceEvents" not in top:
+@dataclass
+class _Scan:
+    """A torch.profiler trace's text and what the slim reader found in it."""
+
+    data: bytes  # the whole decompressed text
+    top: dict[str, Any]  # top-level key -> its raw JSON (msgspec.Raw)
+    keep: list[int]  # the indexes of the events a summary reads
+    count: int  # every event of the trace
+    has_steps: bool  # a range names a step: the cut may be taken
+
+    @property
+    def cut(self) -> bool:
+        """Whether the cut is taken (only with named steps; see the module's notes)."""
+        return self.has_steps and len(self.keep) < self.count
+
+
+def _scan(path: Path, options: LoadOptions) -> _Scan | None:
+    """The trace read once and its events judged; None for what this reader does not take (an
+    nsys export, a trace too large, not a list of event objects, bad JSON: the ordinary
+    loader reads those, and says what is wrong with them, if anything)."""
+    if msgspec is None:
         return None
-    events = _EVENTS.decode(top["traceEvents"])
-    if not events:
+    try:
+        data = _read(path, options)
+        if not data:
+            return None
+        top = _TOP.decode(data)
+        if "traceEvents" not in top:
+            return None
+        events = _EVENTS.decode(top["traceEvents"])
+        if not events:
+            return None
+        keep, has_steps = _kept_events(events, options)
+    except (msgspec.DecodeError, msgspec.ValidationError, OSError, *UNPACK_ERRORS,
+            AdvisorError, AttributeError, TypeError, KeyError, ValueError):
         return None
-    keep, has_steps = _kept_events(events, options)
-    if not has_steps or len(keep) == len(events):
-        return None  # no steps, or nothing to cut: the original file is as quick to read
-    # the events' raw slices only now that some are cut (a second pass over the list: a rank
-    # whose every event the summary reads, the 2-GPU DDP job's, costs one pass, not two)
-    raws = _LIST.decode(top["traceEvents"])
-    parts = [b'{"traceEvents":[', b",".join(bytes(raws[i]) for i in keep), b"]"]
-    for key, value in top.items():
+    return _Scan(data, top, keep, len(events), has_steps)
+
+
+def _kept_text(scan: _Scan) -> bytes:
+    """The kept events as one JSON array, each byte for byte as the trace wrote it. The raw
+    slices are split out only when some are cut (a second pass over the list: a rank whose
+    every event the summary reads, the 2-GPU DDP job's, costs one pass, not two)."""
+    if not scan.cut:
+        return bytes(scan.top["traceEvents"])
+    raws = _LIST.decode(scan.top["traceEvents"])
+    return b"".join([b"[", b",".join([bytes(raws[i]) for i in scan.keep]), b"]"])
+
+
+def _slim_document(scan: _Scan) -> bytes:
+    """The trace with only the kept events (the other top-level keys as they were)."""
+    parts = [b'{"traceEvents":', _kept_text(scan)]
+    for key, value in scan.top.items():
         if key != "traceEvents":
             parts += [b",", msgspec.json.encode(key), b":", bytes(value)]
     parts.append(b"}")
@@ -192,24 +241,80 @@ def slim_copy(path: str | Path, options: LoadOptions) -> Iterator[Path | None]:
     """A temporary trace holding only the events a rank summary reads, removed on exit; None
     when the file is not a torch.profiler trace this reader takes (an nsys export, a trace
     without step ranges, one too large, or anything it does not recognise)."""
-    path = Path(path)
-    doc = None
-    if msgspec is not None:
-        try:
-            data = _read(path, options)
-            doc = _slim_document(data, options) if data else None
-        except (msgspec.DecodeError, msgspec.ValidationError, OSError, *UNPACK_ERRORS,
-                AdvisorError, AttributeError, TypeError, KeyError, ValueError):
-            doc = None  # the ordinary loader reads it and says what is wrong, if anything
-    if doc is None:
-        yield None
+    scan = _scan(Path(path), options)
+    if scan is None or not scan.cut:
+        yield None  # no steps, or nothing to cut: the original file is as quick to read
         return
+    with _written(_slim_document(scan)) as name:
+        yield name
+
+
+@contextlib.contextmanager
+def _written(doc: bytes) -> Iterator[Path]:
+    """``doc`` in a temporary file, removed on exit."""
     fd, name = tempfile.mkstemp(prefix="advisor-rank-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(doc)
-        del doc
         yield Path(name)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+
+
+def summary_graph(path: str | Path, options: LoadOptions) -> OpGraph:
+    """The op graph a rank summary is made from (`advisor.job.cluster.summarize_file`).
+
+    A torch.profiler trace is read and decoded once: the slim scan's text, cut to the kept
+    events when the cut is taken, is decoded whole and handed to the Kineto loader
+    (`advisor.ingest.kineto.loader.load_decoded`). Until issue #39's third pass the kept
+    events went to a temporary file that the loader decompressed (when the cut was not taken,
+    the original file) and decoded again: about 15 ms of the DDP seed's 120 ms a rank in a
+    worker (its stream decode took 36 ms, the decode here 17). An nsys export is loaded
+    with only a summary's events selected (`SummaryEvents`); anything else the ordinary way."""
+    path = Path(path)
+    scan = _scan(path, options)
+    if scan is not None:
+        graph = _decoded_graph(path, scan, options)
+        if graph is not None:
+            return graph
+        if scan.cut:  # text the in-memory decode does not take: the kept events, re-read
+            with _written(_slim_document(scan)) as slim:
+                return load_trace(slim, options)
+    # an nsys export's loader keeps only these events (the Kineto reader reads every event)
+    return load_trace(path, replace(options, events=SummaryEvents(options.step_pattern)))
+
+
+def _decoded_graph(path: Path, scan: _Scan, options: LoadOptions) -> OpGraph | None:
+    """The kept events' graph from the text in memory, or None where that decode could give
+    other values than the stream's (`advisor.ingest.kineto.event_stream`): a file another
+    format takes, text past the stream's one-value cap, an integer literal longer than it
+    keeps as a number, or text msgspec refuses (NaN, a lone surrogate escape); also kept
+    events too large to hold decoded at once (`MAX_DECODED_BYTES`)."""
+    from advisor.ingest.kineto.loader import ChromeTraceSource, load_decoded
+
+    if len(scan.data) > MAX_VALUE_CHARS or sniffed_source(path, read_head(path, 64)) \
+            is not ChromeTraceSource:
+        return None
+    text = _kept_text(scan)
+    if len(text) > MAX_DECODED_BYTES:
+        return None
+    others = {key: bytes(value) for key, value in scan.top.items() if key != "traceEvents"}
+    if any(_has_long_integer(t) for t in [text, *others.values()]):
+        return None
+    try:
+        events = _ANY.decode(text)
+        metadata = {key: _ANY.decode(value) for key, value in others.items()}
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    graph = load_decoded(path, events, metadata, options)
+    if options.recorded_steps is not None:
+        keep_recorded(graph, options.recorded_steps)
+    return graph
+
+
+def _has_long_integer(text: bytes) -> bool:
+    """A run of more digits than the stream reads as a number (`MAX_INT_DIGITS`): the stream
+    keeps such a literal as text, msgspec as an int. A copy with every digit as ``0``, then
+    ``bytes.find`` (C: 6 ms for 3.5 MB, where a regular expression took 45 ms)."""
+    return text.translate(_DIGITS_AS_ZERO).find(_LONG_DIGITS) >= 0

@@ -18,7 +18,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,19 +30,21 @@ from advisor.ingest.base import LoadOptions
 
 def summarize_file(path: str, order: int, options: LoadOptions) -> list[RankSummary]:
     """Dask task: one trace file in, its ranks' summaries out. A torch.profiler trace is read
-    through `slim_copy` (only the events a summary uses), an nsys export with only those
-    events selected by its loader (`SummaryEvents`); anything else whole."""
-    from advisor.engine.rank_summary import summarize_graph
-    from advisor.ingest.base import load_trace
-    from advisor.ingest.slim_trace import SummaryEvents, slim_copy
+    once and cut to the events a summary uses, an nsys export with only those events selected
+    by its loader (`advisor.ingest.slim_trace.summary_graph`); anything else whole.
 
-    with slim_copy(path, options) as slim:
-        if slim is not None:
-            graph = load_trace(slim, options)
-        else:  # an nsys export's loader keeps only these events (other readers ignore them)
-            graph = load_trace(path, replace(options, events=SummaryEvents(options.step_pattern)))
-    graph.info.path = str(path)
-    return summarize_graph(graph, order)
+    The collector is paused for the whole file, not only inside the loaders: the slim scan's
+    decodes and the summary make tens of thousands of acyclic objects, and with the collector
+    on a torch.profiler rank paid for 52 young-generation collections (4 a rank of a job
+    of the nsys seed); what a cycle might hold waits for the task's full collection."""
+    from advisor.engine.rank_summary import summarize_graph
+    from advisor.gc_pause import gc_paused
+    from advisor.ingest.slim_trace import summary_graph
+
+    with gc_paused():
+        graph = summary_graph(path, options)
+        graph.info.path = str(path)
+        return summarize_graph(graph, order)
 
 
 @dataclass(frozen=True)

@@ -134,3 +134,40 @@ def test_the_job_reader_does_not_unpack_an_nsys_export_as_json(monkeypatch):
 
     monkeypatch.setattr(st, "CappedReader", refuse)
     assert _no_slim(ROOT / REAL_NSYS[0])
+
+
+# ----- the job path decodes a torch.profiler rank once (issue #39) ----------------------------
+
+
+def _rewritten(src: Path, dest: Path, old: bytes, new: bytes) -> Path:
+    """``src`` with its first ``old`` replaced by ``new``, gzipped at ``dest``."""
+    text = gzip.decompress(src.read_bytes())
+    assert old in text
+    dest.write_bytes(gzip.compress(text.replace(old, new, 1), compresslevel=1))
+    return dest
+
+
+@pytest.mark.parametrize("name", ["hta/nccl_parser_config/nccl_data.json.gz",
+                                  "fixtures/scenarios/host-sync/bad/trace.json.gz"])
+def test_the_decoded_route_and_the_stream_give_one_summary(name, monkeypatch):
+    """The events decoded in memory (the usual route) and the kept events re-read through the
+    streaming loader (kept text over `MAX_DECODED_BYTES`) summarise alike."""
+    import advisor.ingest.slim_trace as st
+
+    path = _trace(name)
+    decoded = summarize_file(str(path), 0, LoadOptions())
+    monkeypatch.setattr(st, "MAX_DECODED_BYTES", 0)
+    assert _plain(summarize_file(str(path), 0, LoadOptions())) == _plain(decoded)
+
+
+@pytest.mark.parametrize("old,new", [
+    (b'"name": "process_name"', b'"name": "process_name", "big": ' + b"7" * 45),  # a long int
+    (b'"name": "process_name"', b'"name": "process_name", "odd": NaN'),  # msgspec refuses it
+])
+def test_text_the_decoded_route_does_not_take_is_streamed(tmp_path, old, new):
+    """An integer literal longer than the stream keeps as a number, or a NaN: the in-memory
+    decode would differ from the stream's or refuse, so the stream reads it, as alone."""
+    path = _rewritten(ROOT / "fixtures/scenarios/host-sync/bad/trace.json.gz",
+                      tmp_path / "rank0.json.gz", old, new)
+    whole = summarize_graph(load_trace(path, LoadOptions()))
+    assert _plain(summarize_file(str(path), 0, LoadOptions())) == _plain(whole)

@@ -67,6 +67,26 @@ def _load(path: Path, options: LoadOptions) -> OpGraph:
     """One pass over the events, then what needs the whole file (see the module's notes)."""
     doc = TraceDocument()
     collected = _read_events(path, doc, options.unpack_limits)
+    return _graph(path, doc, collected, options)
+
+
+def load_decoded(path: Path, events: list[Any], metadata: dict[str, Any],
+                 options: LoadOptions) -> OpGraph:
+    """The graph of events already decoded (as `event_stream` decodes them) by a caller that
+    held the whole text anyway: the job path's slim reader (`advisor.ingest.slim_trace`), which
+    read the file to pick the events a rank summary uses. Reading the file again through the
+    stream cost a rank a second decompression and decode (issue #39)."""
+    doc = TraceDocument(metadata=metadata, event_count=len(events), has_event_list=True)
+    with gc_paused():
+        mapper = EventMapper()
+        add = mapper.add
+        for index, event in enumerate(events):
+            add(index, event)
+        return _graph(path, doc, mapper.out, options)
+
+
+def _graph(path: Path, doc: TraceDocument, collected: Collected, options: LoadOptions) -> OpGraph:
+    """What needs every event read: the checks, the pids, the window and the graph."""
     _check_is_trace(path, doc, collected)
     _resolve_gpu_pids(collected)
     _remap_cpu_events_on_gpu_rows(collected)
