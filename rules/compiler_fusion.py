@@ -217,7 +217,9 @@ class CompilerFusion(Rule):
             "@torch.compile\n"
             "def loss_fn(outputs, labels, num_items_in_batch=None):   # Trainer(compute_loss_func=...)\n"
             "    logits = outputs[\"logits\"]                          # your loss, casts included\n"
-            "    return F.cross_entropy(logits.float().flatten(0, -2), labels.flatten())\n"
+            "    # a causal LM predicts the next token: logits[:, :-1] against labels[:, 1:]\n"
+            "    return F.cross_entropy(logits.float().flatten(0, -2), labels.flatten(),\n"
+            "                           ignore_index=-100)\n"
             "\n"
             "args = TrainingArguments(..., torch_compile=True)\n"
             "trainer = Trainer(model=model, args=args, train_dataset=train_ds, compute_loss_func=loss_fn)",
