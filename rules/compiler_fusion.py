@@ -46,19 +46,14 @@ def fusion_effects(chains: Sequence[Sequence[GpuOp]], second_kept: float = SECON
 
 def fusion_saving_ns(chains: Sequence[Sequence[GpuOp]], ops: Iterable[GpuOp],
                      second_kept: float = SECOND_KEPT) -> float:
-    """The GPU time `fusion_effects` takes off ``ops`` (members of ``chains``): all of each
-    chain's third-largest and smaller members, ``1 - second_kept`` of its second largest, nothing
-    of its largest (the fused kernel costs at least that). What a fix covering only ``ops``
-    (the loss's kernels) is predicted to save, where the chains' time alone would count the
-    kernels fusion keeps."""
-    share: dict[int, float] = {}
-    for c in chains:
-        if len(c) < 2:
-            continue
-        by_time = sorted(c, key=lambda o: o.duration_ns, reverse=True)
-        share[by_time[1].id] = 1.0 - second_kept
-        share.update((o.id, 1.0) for o in by_time[2:])
-    return sum(o.duration_ns * share.get(o.id, 0.0) for o in ops)
+    """The GPU time `fusion_effects` takes off ``ops`` (members of ``chains``): what a fix
+    covering only ``ops`` (the loss's kernels) is predicted to save, where the chains' time
+    alone would count the kernels fusion keeps (each chain's largest, part of its second)."""
+    saved: dict[int, float] = {}
+    for effect in fusion_effects(chains, second_kept):
+        if isinstance(effect, DropOps):
+            saved.update(dict.fromkeys(effect.op_ids, 1.0 - effect.keep_fraction))
+    return sum(o.duration_ns * saved.get(o.id, 0.0) for o in ops)
 
 
 class CompilerFusion(Rule):
