@@ -269,6 +269,7 @@ opt.step()  # warm-up: the first step imports what it needs
 t0 = time.perf_counter_ns() + 5_000_000
 with open(os.environ["T0_FILE"], "w") as f:
     f.write(str(t0))
+slept = 0
 for b, e in steps:
     time.sleep(max(0, t0 + b - time.perf_counter_ns()) / 1e9)
     for _ in range(10):
@@ -276,7 +277,11 @@ for b, e in steps:
         torch.nn.functional.mse_loss(model(x), y).backward()
     opt.step()
     opt.zero_grad(set_to_none=True)
+    w = time.perf_counter_ns()
     time.sleep(max(0, t0 + e - time.perf_counter_ns()) / 1e9)  # the wait for the GPU
+    slept += time.perf_counter_ns() - w
+with open(os.environ["T0_FILE"] + ".slept", "w") as f:
+    f.write(str(slept // len(steps)))
 '''
 HARNESS = '''\
 import os, sys, time
@@ -294,9 +299,11 @@ print(code)
 
 
 @pytest.fixture(scope="module")
-def module_level(tmp_path_factory) -> tuple[Path, int]:
+def module_level(tmp_path_factory) -> tuple[Path, int, int]:
     """An export folder whose samples come from `MODULE_LOOP` run as a script (runpy frames
-    under advisor's own, the loop in ``<module>``), and the line of its wait for the GPU."""
+    under advisor's own, the loop in ``<module>``), the line of its wait for the GPU, and the
+    time the loop slept on that line per step (its own clock: on a loaded machine the CPU work
+    takes more of each paced step and the wait less)."""
     import os
     import subprocess
     import sys
@@ -318,12 +325,13 @@ def module_level(tmp_path_factory) -> tuple[Path, int]:
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[-1] == "0"
     t0 = int((d / "t0").read_text())
+    slept = int((d / "t0.slept").read_text())
     shutil.copy(CAPTURE / "nsys_rank0.sqlite.gz", d / "nsys_rank0.sqlite.gz")
     status["run_start_ns"] = t0 - first  # the constructed part (see the module docstring)
     (d / "capture_rank0.json").write_text(json.dumps(status))
     line = 1 + MODULE_LOOP.splitlines().index(
         "    time.sleep(max(0, t0 + e - time.perf_counter_ns()) / 1e9)  # the wait for the GPU")
-    return d, line
+    return d, line, slept
 
 
 def test_module_level_calls_are_named_by_their_line_not_by_runpy(module_level):
@@ -333,7 +341,7 @@ def test_module_level_calls_are_named_by_their_line_not_by_runpy(module_level):
     line of the call, and neither runpy's nor advisor's frames name any row."""
     from advisor.report.source_view import Locator, SourceSection
 
-    d, line = module_level
+    d, line, slept = module_level
     analysis = analyze(d / "nsys_rank0.sqlite.gz")
     src = analysis.source
     assert src is not None and src.steps >= 6
@@ -343,8 +351,10 @@ def test_module_level_calls_are_named_by_their_line_not_by_runpy(module_level):
         assert foreign not in named
     host = {(lc.frame.function, lc.frame.line, lc.via): lc.ns_per_step for lc in src.host}
     waited = host.get(("<module>", line, ""), 0.0)
-    # the H100 steps are 10-50 ms, the CPU work in them about 1 ms: the wait is most of a step
-    step_ns = sum(s.cpu_ns for s in analysis.context.steps) / len(analysis.context.steps)
-    assert waited > 0.5 * step_ns
+    # the loop's own clock says how long it slept on that line per step; the sampled rows must
+    # give that time to the line (not to runpy's frames or the loop's other lines). The share
+    # of the step it is depends on this machine's load (CI failed a fixed "half the step")
+    assert slept > 0
+    assert 0.7 * slept < waited < 1.3 * slept
     labels = [Locator(SourceSection.of(analysis)).label(lc) for lc in src.idle]
     assert f"train.py:{line} <module>" in labels
