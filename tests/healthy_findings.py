@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archive" / "public"
@@ -88,6 +88,17 @@ class Timed:
         return min(base) / max(fixed), max(base) / min(fixed)
 
 
+def _processes(t: Timed) -> str:
+    """How many processes timed each side of ``t``, as a note says it."""
+    base, fixed = len(t.runs(t.base)), len(t.runs(t.fix))
+    return f"{base} processes each" if base == fixed else f"{base} + {fixed} processes"
+
+
+def _saving(t: Timed) -> float:
+    """The fix's saving of the step, in percent (1 - 1/speedup)."""
+    return 100 * (1 - 1 / t.speedup())
+
+
 def _timed_note(stem: str, fix: str, resolved: bool, folder: str = WAVE8, base: str = "base") -> str:
     """An unmeasured entry's reason where the fix was timed but settled nothing: too few runs
     (``resolved`` False: under MIN_RUNS) or runs spread across the threshold. The figures are
@@ -115,8 +126,10 @@ _PAGEABLE_GELU = _timed_note("check-pageable-memcpy", "autotune", True, WAVE10[1
     _KEPT_CUBLAS.format("bias_addmm 0.109 ms against Triton's best 0.145 ms for 32768x512 @ 512x2048")
 _FIT_PAGEABLE_AUTOTUNE = Timed(WAVE10[1], "fit-pageable-memcpy", "autotune", "H200", base="compile")
 _FIT_PAGEABLE_GELU = (
-    "timed, the fix not applied: max-autotune against compile on the H200 (wave 10, call 2, 3 + 3 "
+    "timed, the fix not applied: max-autotune against compile on the H200 (wave 10, call 2, {} + {} "
     "processes) gave {:.3f}x by the medians and {:.2f}-{:.2f}x between runs".format(
+        len(_FIT_PAGEABLE_AUTOTUNE.runs(_FIT_PAGEABLE_AUTOTUNE.base)),
+        len(_FIT_PAGEABLE_AUTOTUNE.runs(_FIT_PAGEABLE_AUTOTUNE.fix)),
         _FIT_PAGEABLE_AUTOTUNE.speedup(), *_FIT_PAGEABLE_AUTOTUNE.spread())
     + _KEPT_CUBLAS.format("bias_addmm 0.187 ms against Triton's best 0.232 ms for 16384x1024 @ "
                           "1024x4096"))
@@ -129,16 +142,19 @@ def _pinned_again(stem: str) -> str:
     wave 10 with every run pinned to the same four cores: still nothing settled."""
     t = Timed(WAVE10[0], stem, "compile", "H200")
     low, high = t.spread()
-    return (_timed_note(stem, "compile", True) + f"; again in wave 10 (call 1, 3 + 3 processes "
+    n = f"{len(t.runs(t.base))} + {len(t.runs(t.fix))} processes"
+    return (_timed_note(stem, "compile", True) + f"; again in wave 10 (call 1, {n} "
             f"pinned to the same 4 cores): {t.speedup():.3f}x by the medians, {low:.2f}-{high:.2f}x "
             "between runs: the host-bound step shifts within a process (a compiled run of "
             "host-sync's went from 8.1-8.8 to 10-11.6 ms a step mid-run), so it is not where the "
             "scheduler put the process")
 
 
-_ATTN_COMPILE = ("timed, nothing resolved: compile on the H200 (wave 7, 3 processes each) gave "
-                 "0.92x by the medians and 0.88-1.16x between runs, a spread wider than the "
-                 "7-10% promised; neither a true nor a false finding yet")
+_FIT_ATTN_COMPILE = Timed(WAVE7, "fit-unfused-attention", "compile", "H200")
+_ATTN_COMPILE = ("timed, nothing resolved: compile on the H200 (wave 7, {}) gave {:.2f}x by the "
+                 "medians and {:.2f}-{:.2f}x between runs, a spread wider than the 7-10% promised; "
+                 "neither a true nor a false finding yet").format(
+    _processes(_FIT_ATTN_COMPILE), _FIT_ATTN_COMPILE.speedup(), *_FIT_ATTN_COMPILE.spread())
 
 
 UNMEASURED: dict[tuple[str, str], str] = {
@@ -204,44 +220,75 @@ FIX = {
 ``--fix``; docs/validation.md has the device commands)."""
 
 
-_FP32_OVER = ("a true finding whose estimate is over: compile measured 1.065x on the H200 (3 "
-              "processes each, 1.060-1.067x), a 6.1% saving against the 10.9% of the 1.12x "
-              "estimated (+78%; compiler-fusion's bound is 20%)")
+# The timings the notes below quote, read from the archive (the estimates they set them against,
+# the rule's, are the analysis's: quoted as it gave them).
+_FIT_FP32_COMPILE = Timed(WAVE7, "fit-fp32-matmul", "compile", "H200")
+_CHECK_FP32_COMPILE = Timed(WAVE8, "check-fp32-matmul", "compile", "H200")
+_FIT_LOADER_COMPILE = Timed(WAVE8, "fit-loader-jitter", "compile", "H200")
+_FIT_GRAPH_BF16 = Timed(WAVE8, "fit-uncaptured-cuda-graph", "bf16", "H200")
+_CHECK_GRAPH_BF16 = Timed(WAVE8, "check-uncaptured-cuda-graph", "bf16", "H200")
+_CHECK_RNG_COMPILE = Timed(WAVE8, "check-rng-bound-dropout", "compile", "H200")
+_FIT_GEMM_MODEL_COMPILE = Timed(WAVE8, "fit-gemm-shape-alignment", "compile", "H200")
+_FIT_GEMM_LOSS = Timed(WAVE9, "fit-gemm-shape-alignment", "closs", "H200")
+_CHECK_GELU_COMPILE = Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200")
+_CHECK_FP8_MODEL_COMPILE = Timed(WAVE9, "check-fp8-candidate", "compile", "H200")
 
-_CHECK_FP32_OVER = ("a true finding whose estimate is over: compile measured 1.118x on the H200 "
-                    "(3 processes each, 1.115-1.122x), a 10.6% saving against the 16.5% (nsys, "
-                    "1.20x) and 19.6% (torch.profiler, 1.24x) estimated (+57%, +85%; "
-                    "compiler-fusion's bound is 20%)")
-_LOADER_UNDER = ("a true finding whose estimate is under: compile measured 1.046x on the H200 (3 "
-                 "processes each, 1.045-1.048x), a 4.4% saving against the 2.7% of the 1.03x "
-                 "estimated (-39%; compiler-fusion's bound is 20%)")
+_FP32_OVER = ("a true finding whose estimate is over: compile measured {:.3f}x on the H200 ({}, "
+              "{:.3f}-{:.3f}x), a {:.1f}% saving against the 10.9% of the 1.12x estimated (+78%; "
+              "compiler-fusion's bound is 20%)").format(
+    _FIT_FP32_COMPILE.speedup(), _processes(_FIT_FP32_COMPILE), *_FIT_FP32_COMPILE.spread(),
+    _saving(_FIT_FP32_COMPILE))
+
+_CHECK_FP32_OVER = ("a true finding whose estimate is over: compile measured {:.3f}x on the H200 "
+                    "({}, {:.3f}-{:.3f}x), a {:.1f}% saving against the 16.5% (nsys, 1.20x) and "
+                    "19.6% (torch.profiler, 1.24x) estimated (+57%, +85%; compiler-fusion's bound "
+                    "is 20%)").format(
+    _CHECK_FP32_COMPILE.speedup(), _processes(_CHECK_FP32_COMPILE), *_CHECK_FP32_COMPILE.spread(),
+    _saving(_CHECK_FP32_COMPILE))
+_LOADER_UNDER = ("a true finding whose estimate is under: compile measured {:.3f}x on the H200 ({}, "
+                 "{:.3f}-{:.3f}x), a {:.1f}% saving against the 2.7% of the 1.03x estimated (-39%; "
+                 "compiler-fusion's bound is 20%)").format(
+    _FIT_LOADER_COMPILE.speedup(), _processes(_FIT_LOADER_COMPILE), *_FIT_LOADER_COMPILE.spread(),
+    _saving(_FIT_LOADER_COMPILE))
 _GRAPH_BF16_OVER = ("a true finding whose estimate is over: autocast inside the captured graph "
-                    "measured 1.385x on the H200 (3 processes each), a 27.8% saving against the "
-                    "45.6% of the 1.84x estimated (+64%; fp32-matmul's bound is 30%); raised on "
-                    "the torch.profiler capture only, not on the nsys one")
+                    f"measured {_FIT_GRAPH_BF16.speedup():.3f}x on the H200 "
+                    f"({_processes(_FIT_GRAPH_BF16)}), a {_saving(_FIT_GRAPH_BF16):.1f}% saving "
+                    "against the 45.6% of the 1.84x estimated (+64%; fp32-matmul's bound is 30%); "
+                    "raised on the torch.profiler capture only, not on the nsys one")
 _GRAPH_NODE_MISS = ("a true finding the rule misses on this capture: autocast inside the graph "
-                    "measured 1.385x (fit) and 1.544x (check) on the H200, but nsys traced each "
+                    f"measured {_FIT_GRAPH_BF16.speedup():.3f}x (fit) and "
+                    f"{_CHECK_GRAPH_BF16.speedup():.3f}x (check) on the H200, but nsys traced each "
                     "replay as one graph node (--cuda-graph-trace=graph, nsys's default), so the "
                     "capture holds no kernel for the rule to read as an FP32 GEMM")
-_RNG_COMPILE_FALSE = ("a false finding: torch.compile of this step measured 0.823x on the H200 (3 "
-                      "processes each, 0.80-0.84x): slower, where the rule promised 1.02x (the "
-                      "step's dropouts are already hand-fused Triton kernels in autograd "
-                      "Functions); the model compiled, while the fix also names the loss after "
-                      "it (0.42 ms of chains a step, 3%), which cannot make up a 22% loss")
+_RNG_COMPILE_FALSE = ("a false finding: torch.compile of this step measured {:.3f}x on the H200 ({}, "
+                      "{:.2f}-{:.2f}x): slower, where the rule promised 1.02x (the step's dropouts "
+                      "are already hand-fused Triton kernels in autograd Functions); the model "
+                      "compiled, while the fix also names the loss after it (0.42 ms of chains a "
+                      "step, 3%), which cannot make up a {:.0f}% loss").format(
+    _CHECK_RNG_COMPILE.speedup(), _processes(_CHECK_RNG_COMPILE), *_CHECK_RNG_COMPILE.spread(),
+    100 * (1 / _CHECK_RNG_COMPILE.speedup() - 1))
 _GEMM_LOSS_UNDER = (
     "a true finding whose estimate is under: the model and the loss after it compiled "
-    "(eager-chains-and-loss; --fix compile-loss) measured 1.702x on the H200 (3 processes each, "
-    "1.698-1.709x), a 41.2% saving against the 32.9% of the 1.49x estimated (-20.2%; "
-    "compiler-fusion's bound is 20%); the model alone had measured 1.078x (wave 8)")
+    "(eager-chains-and-loss; --fix compile-loss) measured {:.3f}x on the H200 ({}, "
+    "{:.3f}-{:.3f}x), a {:.1f}% saving against the 32.9% of the 1.49x estimated (-20.2%; "
+    "compiler-fusion's bound is 20%); the model alone had measured {:.3f}x (wave 8)").format(
+    _FIT_GEMM_LOSS.speedup(), _processes(_FIT_GEMM_LOSS), *_FIT_GEMM_LOSS.spread(),
+    _saving(_FIT_GEMM_LOSS), _FIT_GEMM_MODEL_COMPILE.speedup())
 _HOST_BOUND_UNDER = (
-    "a true finding whose estimate is under: compile measured 1.292x on the H200 (3 processes "
-    "each, 1.24-1.36x), a 22.6% saving against the 2.4% (torch.profiler, 1.025x) and 2.7% (nsys, "
+    "a true finding whose estimate is under: compile measured {:.3f}x on the H200 ({}, "
+    "{:.2f}-{:.2f}x), a {:.1f}% saving against the 2.4% (torch.profiler, 1.025x) and 2.7% (nsys, "
     "1.028x) estimated (-89%, -88%; compiler-fusion's bound is 20%): the step is host-bound "
     "(reentrant checkpointing; the replay's floor is the host's own time, 5.51 of 5.67 ms), and "
-    "the estimate keeps every op's eager dispatch, where the compiled graph replaces it")
+    "the estimate keeps every op's eager dispatch, where the compiled graph replaces it").format(
+    _CHECK_GELU_COMPILE.speedup(), _processes(_CHECK_GELU_COMPILE), *_CHECK_GELU_COMPILE.spread(),
+    _saving(_CHECK_GELU_COMPILE))
 _FP8_MODEL_COMPILE_FALSE = (
-    "a false finding: torch.compile of this step measured 0.984x on the H200 (3 processes each, "
-    "0.97-1.00x), where the rule promised 1.07x")
+    "a false finding: torch.compile of this step measured {:.3f}x on the H200 ({}, "
+    "{:.2f}-{:.2f}x), where the rule promised 1.07x").format(
+    _CHECK_FP8_MODEL_COMPILE.speedup(), _processes(_CHECK_FP8_MODEL_COMPILE),
+    *_CHECK_FP8_MODEL_COMPILE.spread())
+
+
 def _both_formats(folder: str, rule: str, timed: Timed) -> dict[tuple[str, str], Timed]:
     """One fixed step's finding, raised on both of its captures (nsys and torch.profiler)."""
     return {(f"{folder}/{name}", rule): timed for name in ("nsys.sqlite.gz", "trace.json.gz")}
@@ -250,12 +297,11 @@ def _both_formats(folder: str, rule: str, timed: Timed) -> dict[tuple[str, str],
 def _fp8_false(folder: str, stem: str, promised: str) -> str:
     """`_FP8_FALSE` with the figures read from the archive (FP8 against compile)."""
     t = Timed(folder, stem, "fp8", "H200", base="compile")
-    return _FP8_FALSE.format(t.speedup(), *t.spread(), promised)
+    return _FP8_FALSE.format(t.speedup(), _processes(t), *t.spread(), promised)
 
 
 _FP8_FALSE = ("a false finding: torchao float8 + compile measured {:.3f}x of compile alone on the "
-              "H200 (3 processes each, {:.2f}-{:.2f}x): FP8 slows this step, where the rule "
-              "promised {}")
+              "H200 ({}, {:.2f}-{:.2f}x): FP8 slows this step, where the rule promised {}")
 
 MEASURED: dict[tuple[str, str], Timed] = {
     ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "compiler-fusion"):
@@ -265,54 +311,53 @@ MEASURED: dict[tuple[str, str], Timed] = {
     ("scenarios/pageable-memcpy/good/trace.json.gz", "compiler-fusion"):
         Timed(WAVE7, "fit-pageable-memcpy", "compile", "H200"),
     ("scenarios/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"):
-        Timed(WAVE7, "fit-fp32-matmul", "compile", "H200", miss=_FP32_OVER),
+        replace(_FIT_FP32_COMPILE, miss=_FP32_OVER),
     ("scenarios/fp32-matmul/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE7, "fit-fp32-matmul", "compile", "H200", miss=_FP32_OVER),
+        replace(_FIT_FP32_COMPILE, miss=_FP32_OVER),
     # wave 8 (benchmarks/public/wave8_healthy.sh): true findings
     ("scenarios-check/pageable-memcpy/good/nsys.sqlite.gz", "compiler-fusion"):
         Timed(WAVE8, "check-pageable-memcpy", "compile", "H200"),
     ("scenarios-check/pageable-memcpy/good/trace.json.gz", "compiler-fusion"):
         Timed(WAVE8, "check-pageable-memcpy", "compile", "H200"),
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "compiler-fusion"):
-        Timed(WAVE8, "check-fp32-matmul", "compile", "H200", miss=_CHECK_FP32_OVER),
+        replace(_CHECK_FP32_COMPILE, miss=_CHECK_FP32_OVER),
     ("scenarios-check/fp32-matmul/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE8, "check-fp32-matmul", "compile", "H200", miss=_CHECK_FP32_OVER),
+        replace(_CHECK_FP32_COMPILE, miss=_CHECK_FP32_OVER),
     ("scenarios/host-sync/good/nsys.sqlite.gz", "compiler-fusion"):
         Timed(WAVE8, "fit-host-sync", "compile", "H200"),
     ("scenarios/host-sync/good/trace.json.gz", "compiler-fusion"):
         Timed(WAVE8, "fit-host-sync", "compile", "H200"),
     ("scenarios/loader-jitter/good/nsys.sqlite.gz", "compiler-fusion"):
-        Timed(WAVE8, "fit-loader-jitter", "compile", "H200", miss=_LOADER_UNDER),
+        replace(_FIT_LOADER_COMPILE, miss=_LOADER_UNDER),
     ("scenarios/loader-jitter/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE8, "fit-loader-jitter", "compile", "H200", miss=_LOADER_UNDER),
+        replace(_FIT_LOADER_COMPILE, miss=_LOADER_UNDER),
     ("scenarios/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"):
-        Timed(WAVE8, "fit-uncaptured-cuda-graph", "bf16", "H200", miss=_GRAPH_BF16_OVER),
+        replace(_FIT_GRAPH_BF16, miss=_GRAPH_BF16_OVER),
     ("scenarios-check/uncaptured-cuda-graph/good/trace.json.gz", "fp32-matmul"):
-        Timed(WAVE8, "check-uncaptured-cuda-graph", "bf16", "H200"),
+        _CHECK_GRAPH_BF16,
     # wave 8: false findings (the fix slowed the step in every pair of runs)
     ("scenarios-check/rng-bound-dropout/good/nsys.sqlite.gz", "compiler-fusion"):
-        Timed(WAVE8, "check-rng-bound-dropout", "compile", "H200", false=_RNG_COMPILE_FALSE),
+        replace(_CHECK_RNG_COMPILE, false=_RNG_COMPILE_FALSE),
     ("scenarios-check/rng-bound-dropout/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE8, "check-rng-bound-dropout", "compile", "H200", false=_RNG_COMPILE_FALSE),
+        replace(_CHECK_RNG_COMPILE, false=_RNG_COMPILE_FALSE),
     ("scenarios-check/rng-bound-dropout/good/nsys.sqlite.gz", "fp8-candidate"):
         Timed(WAVE8, "check-rng-bound-dropout", "fp8", "H200", base="compile",
-              false=_FP8_FALSE.format(0.519, 0.45, 0.57, "1.18x")),
+              false=_fp8_false(WAVE8, "check-rng-bound-dropout", "1.18x")),
     ("scenarios-check/rng-bound-dropout/good/trace.json.gz", "fp8-candidate"):
         Timed(WAVE8, "check-rng-bound-dropout", "fp8", "H200", base="compile",
-              false=_FP8_FALSE.format(0.519, 0.45, 0.57, "1.18x")),
+              false=_fp8_false(WAVE8, "check-rng-bound-dropout", "1.18x")),
     ("scenarios-check/fp32-matmul/good/nsys.sqlite.gz", "fp8-candidate"):
         Timed(WAVE8, "check-fp32-matmul", "fp8", "H200", base="compile",
-              false=_FP8_FALSE.format(0.817, 0.81, 0.82, "1.24x") + "; nsys only"),
+              false=_fp8_false(WAVE8, "check-fp32-matmul", "1.24x") + "; nsys only"),
     # wave 9 (the same script): the loss fix, compile on an eager checkpointed step, FP8 again
     ("scenarios/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
-        Timed(WAVE9, "fit-gemm-shape-alignment", "closs", "H200", miss=_GEMM_LOSS_UNDER),
+        replace(_FIT_GEMM_LOSS, miss=_GEMM_LOSS_UNDER),
     ("scenarios-check/gemm-shape-alignment/good/trace.json.gz", "compiler-fusion"):
         Timed(WAVE9, "check-gemm-shape-alignment", "closs", "H200"),
     **_both_formats("scenarios-check/unfused-gemm-gelu/good", "compiler-fusion",
-                    Timed(WAVE9, "check-unfused-gemm-gelu", "compile", "H200", miss=_HOST_BOUND_UNDER)),
+                    replace(_CHECK_GELU_COMPILE, miss=_HOST_BOUND_UNDER)),
     **_both_formats("scenarios-check/fp8-candidate/good", "compiler-fusion",
-                    Timed(WAVE9, "check-fp8-candidate", "compile", "H200",
-                          false=_FP8_MODEL_COMPILE_FALSE)),
+                    replace(_CHECK_FP8_MODEL_COMPILE, false=_FP8_MODEL_COMPILE_FALSE)),
     **_both_formats("scenarios/fp32-matmul/good", "fp8-candidate",
                     Timed(WAVE9, "fit-fp32-matmul", "fp8", "H200", base="compile",
                           false=_fp8_false(WAVE9, "fit-fp32-matmul", "1.24x"))),
@@ -335,9 +380,9 @@ MISSED: dict[tuple[str, str], Timed] = {
     # wave 8: nsys traced the replayed graph as one node
     # (--cuda-graph-trace=graph, its default), so no FP32 GEMM is in the capture to see
     ("scenarios/uncaptured-cuda-graph/good/nsys.sqlite.gz", "fp32-matmul"):
-        Timed(WAVE8, "fit-uncaptured-cuda-graph", "bf16", "H200", miss=_GRAPH_NODE_MISS),
+        replace(_FIT_GRAPH_BF16, miss=_GRAPH_NODE_MISS),
     ("scenarios-check/uncaptured-cuda-graph/good/nsys.sqlite.gz", "fp32-matmul"):
-        Timed(WAVE8, "check-uncaptured-cuda-graph", "bf16", "H200", miss=_GRAPH_NODE_MISS),
+        replace(_CHECK_GRAPH_BF16, miss=_GRAPH_NODE_MISS),
 }
 """(trace label, rule) -> a measured true finding the rule does not raise on that healthy trace
 (a strict xfail in tests/test_rule_matrix.py until it does)."""

@@ -9,12 +9,14 @@ most of a rank's cost is events the summary never looks at.
 
 Here ``msgspec`` splits the document into raw event slices and reads three fields of each
 without building Python objects for the rest (about 40 ms for a 40,000-event, 8 MB trace); the
-events kept are written, byte for byte, to a temporary trace that the ordinary public loader
-(`advisor.ingest.base.load_trace`) reads. The graph built from it is the full one restricted to
-what the summary uses, and ``tests/job/test_slim_trace.py`` checks that summaries agree on
-every real trace we have. The parser's own checks (caps on decompression, types, ranges) still
-apply to every event kept; anything this reader does not recognise returns None and the caller
-parses the original file the ordinary way, which also gives the usual one-line errors.
+events kept are decoded in memory and handed to the Kineto loader (`summary_graph`; text that
+decode does not take is written, byte for byte, to a temporary trace that the ordinary public
+loader, `advisor.ingest.base.load_trace`, reads). The graph built from them is the full one
+restricted to what the summary uses, and ``tests/job/test_slim_trace.py`` checks that graphs and
+summaries agree on every real trace we have. The parser's own checks (caps on decompression,
+types, ranges) still apply to every event kept; anything this reader does not recognise returns
+None and the caller parses the original file the ordinary way, which also gives the usual
+one-line errors.
 
 The cut is only taken when the trace has named step ranges: without them steps come from the
 launch pattern, whose check compares all host ranges of each repeat, so every range matters.
@@ -234,19 +236,6 @@ def _slim_document(scan: _Scan) -> bytes:
             parts += [b",", msgspec.json.encode(key), b":", bytes(value)]
     parts.append(b"}")
     return b"".join(parts)
-
-
-@contextlib.contextmanager
-def slim_copy(path: str | Path, options: LoadOptions) -> Iterator[Path | None]:
-    """A temporary trace holding only the events a rank summary reads, removed on exit; None
-    when the file is not a torch.profiler trace this reader takes (an nsys export, a trace
-    without step ranges, one too large, or anything it does not recognise)."""
-    scan = _scan(Path(path), options)
-    if scan is None or not scan.cut:
-        yield None  # no steps, or nothing to cut: the original file is as quick to read
-        return
-    with _written(_slim_document(scan)) as name:
-        yield name
 
 
 @contextlib.contextmanager

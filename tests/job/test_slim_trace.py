@@ -1,10 +1,10 @@
-"""The job path's slim reader: the summary from the events it keeps equals the whole trace's."""
+"""The job path's slim reader (`summary_graph`): the graph from the events it keeps holds what a
+rank summary reads of the whole trace's, and the summary from it equals the whole trace's."""
 
 from __future__ import annotations
 
 import dataclasses
 import gzip
-import json
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from advisor.engine.rank_summary import summarize_graph
 from advisor.errors import InputError
 from advisor.ingest.base import LoadOptions, load_trace
-from advisor.ingest.slim_trace import SummaryEvents, slim_copy
+from advisor.ingest.slim_trace import SummaryEvents, summary_graph
 from advisor.job.cluster import summarize_file
 from tests.conftest import ROOT, shared
 
@@ -31,24 +31,56 @@ def _trace(name: str) -> Path:
     return ROOT / name if name.startswith("fixtures/") else shared(name)
 
 
-def _events(path: Path) -> int:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        return len(json.load(f)["traceEvents"])
-
-
 def _plain(summaries) -> list[dict]:
     return [dataclasses.asdict(s) for s in summaries]
+
+
+def _rows(items) -> list[tuple]:
+    """Each item's fields but its id: ids number the events read, which the cut renumbers."""
+    return [tuple(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "id")
+            for x in items]
+
+
+def _events(graph) -> int:
+    """The events of the document the graph was read from (every event, kept or not)."""
+    return graph.info.totals["events"]
+
+
+def _holds_what_a_summary_reads(slim, whole, wanted: SummaryEvents | None = None) -> None:
+    """``slim`` (`summary_graph`'s) is ``whole`` (the whole trace's) restricted to what a rank
+    summary reads: every GPU op, wait and step alike, and of the host calls and ranges a part,
+    each as the whole trace has it, holding every one ``wanted`` (default: `SummaryEvents()`)
+    keeps."""
+    wanted = wanted or SummaryEvents()
+    assert _rows(slim.gpu_ops) == _rows(whole.gpu_ops) and slim.gpu_ops
+    assert _rows(slim.syncs) == _rows(whole.syncs)
+    assert slim.steps == whole.steps and slim.step_source == whole.step_source
+    assert slim.info.gpus == whole.info.gpus and slim.info.threads == whole.info.threads
+    calls, ranges = set(_rows(slim.api_calls)), set(_rows(slim.ranges))
+    assert calls < set(_rows(whole.api_calls)) and ranges < set(_rows(whole.ranges))
+    assert {row for c, row in zip(whole.api_calls, _rows(whole.api_calls))
+            if wanted.keeps_call(c.name)} <= calls
+    assert {row for r, row in zip(whole.ranges, _rows(whole.ranges))
+            if wanted.keeps_range(r.name)} <= ranges
+
+
+def _same_events(a, b) -> None:
+    """``a`` and ``b`` were read from the same events: equal to the ids and the counts."""
+    assert a.info.totals == b.info.totals
+    assert a.gpu_ops == b.gpu_ops and a.api_calls == b.api_calls and a.ranges == b.ranges
+    assert a.syncs == b.syncs and a.steps == b.steps
 
 
 @pytest.mark.parametrize("name", REAL_KINETO + FIXTURES)
 def test_slim_summary_equals_the_whole_traces(name):
     path = _trace(name)
     options = LoadOptions()
-    whole = summarize_graph(load_trace(path, options))
-    with slim_copy(path, options) as slim:
-        assert slim is not None
-        assert _events(slim) < _events(path) / 2  # it leaves out most of the trace
+    whole_graph = load_trace(path, options)
+    whole = summarize_graph(whole_graph)
+    slim = summary_graph(path, options)
+    assert _events(slim) < _events(whole_graph) / 2  # it leaves out most of the trace
+    _holds_what_a_summary_reads(slim, whole_graph)
+    assert _plain(summarize_graph(slim)) == _plain(whole)
     assert _plain(summarize_file(str(path), 0, options)) == _plain(whole)
     assert any(s.steps for s in whole)
 
@@ -58,7 +90,10 @@ def test_steps_option_reaches_the_slim_reader():
     the ones the whole trace gives with the same option."""
     path = shared("hta/nccl_parser_config/nccl_data.json.gz")
     options = LoadOptions(step_pattern=r"^DistributedDataParallel\.forward$")
-    whole = summarize_graph(load_trace(path, options))
+    whole_graph = load_trace(path, options)
+    whole = summarize_graph(whole_graph)
+    _holds_what_a_summary_reads(summary_graph(path, options), whole_graph,
+                                SummaryEvents(options.step_pattern))
     default = summarize_file(str(path), 0, LoadOptions())
     mine = summarize_file(str(path), 0, options)
     assert _plain(mine) == _plain(whole)
@@ -67,12 +102,18 @@ def test_steps_option_reaches_the_slim_reader():
 
 def test_traces_it_does_not_take_are_read_whole(tmp_path):
     # no step ranges: steps come from the launch pattern, which reads every host range
-    assert _no_slim(shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"))
-    assert _no_slim(shared("nsys-ai/mfu_2gpu_before.sqlite"))  # not JSON
+    alexnet = shared("hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz")
+    _same_events(summary_graph(alexnet, LoadOptions()), load_trace(alexnet, LoadOptions()))
+    nsys = shared("nsys-ai/mfu_2gpu_before.sqlite")  # not JSON: its own loader selects the events
+    _same_events(summary_graph(nsys, LoadOptions()), _nsys_for_summary(nsys))
     bad = tmp_path / "rank0.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel", "args": 7}]')  # truncated
-    assert _no_slim(bad)
-    with pytest.raises(InputError):  # ... and the ordinary loader says what is wrong
+    with pytest.raises(InputError) as ordinary:
+        load_trace(bad, LoadOptions())
+    with pytest.raises(InputError) as caught:  # ... and the ordinary loader says what is wrong
+        summary_graph(bad, LoadOptions())
+    assert str(caught.value) == str(ordinary.value)
+    with pytest.raises(InputError):
         summarize_file(str(bad), 0, LoadOptions())
 
 
@@ -82,9 +123,9 @@ def test_unpack_cap_applies_to_the_slim_reader():
         summarize_file(str(path), 0, LoadOptions(max_unpacked_bytes=1 << 20))
 
 
-def _no_slim(path: Path) -> bool:
-    with slim_copy(path, LoadOptions()) as slim:
-        return slim is None
+def _nsys_for_summary(path: Path):
+    """An nsys export as the job path reads it: by its loader, a summary's events selected."""
+    return load_trace(path, LoadOptions(events=SummaryEvents()))
 
 
 # ----- nsys exports: the loader selects a summary's events in SQL (issue #39) -----------------
@@ -133,7 +174,8 @@ def test_the_job_reader_does_not_unpack_an_nsys_export_as_json(monkeypatch):
         raise AssertionError("decompressed as JSON")
 
     monkeypatch.setattr(st, "CappedReader", refuse)
-    assert _no_slim(ROOT / REAL_NSYS[0])
+    path = ROOT / REAL_NSYS[0]
+    _same_events(summary_graph(path, LoadOptions()), _nsys_for_summary(path))
 
 
 # ----- the job path decodes a torch.profiler rank once (issue #39) ----------------------------
