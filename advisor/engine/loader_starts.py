@@ -26,7 +26,7 @@ from collections.abc import Sequence
 # The restart cost's own window (RUN001), so both split the steps alike; private there because
 # it is the loader model's definition, imported here rather than restated.
 from advisor.engine.loader_model import _window as refill_window
-from advisor.graph.model import OpGraph, RangeSource, Step
+from advisor.graph.model import CpuRange, OpGraph, RangeSource, Step
 
 ITER_START = re.compile(r"torch/utils/data/dataloader\.py\(\d+\): (__iter__|_get_iterator)$")
 """``DataLoader.__iter__`` (and the iterator it builds) as torch.profiler's Python tracer names
@@ -41,12 +41,25 @@ def _trace_starts(graph: OpGraph, steps: Sequence[Step]) -> dict[int, int]:
     the trace's Python ranges on each step's own thread."""
     out: dict[int, int] = {}
     by_thread = {(s.pid, s.tid) for s in steps}
-    starts = [r for r in graph.ranges if r.source == RangeSource.PYTHON
-              and (r.pid, r.tid) in by_thread and ITER_START.search(r.name)]
+    # one pass, each distinct frame name tested once: a with_stack window repeats a few
+    # thousand names over hundreds of thousands of Python ranges
+    kind: dict[str, int] = {}  # name -> 1 an iterator start, 2 a batch index put, 0 neither
+    starts: list[CpuRange] = []
+    puts: list[CpuRange] = []
+    python = RangeSource.PYTHON
+    for r in graph.ranges:
+        if r.source is not python or (r.pid, r.tid) not in by_thread:
+            continue
+        k = kind.get(r.name)
+        if k is None:
+            k = kind[r.name] = (1 if ITER_START.search(r.name)
+                                else 2 if PUT_INDEX.search(r.name) else 0)
+        if k == 1:
+            starts.append(r)
+        elif k == 2:
+            puts.append(r)
     if not starts:
         return out
-    puts = [r for r in graph.ranges if r.source == RangeSource.PYTHON
-            and (r.pid, r.tid) in by_thread and PUT_INDEX.search(r.name)]
     for s in steps:
         inside = [r for r in starts if r.pid == s.pid and r.tid == s.tid
                   and s.cpu_start_ns <= r.start_ns < s.cpu_end_ns]
