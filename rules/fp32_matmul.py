@@ -11,7 +11,17 @@ from advisor.engine.context import RuleContext
 from advisor.engine.effects import AddDispatches, DropOps, SetOpDurations
 from advisor.engine.gpus import lookup, trace_gpu
 from advisor.engine.hardware import MIN_KERNEL_NS
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Evidence,
+    Finding,
+    FixVariant,
+    Requirement,
+    Rule,
+    Status,
+    Validation,
+)
 from advisor.graph.chains import find_chains
 from advisor.graph.gemm_shapes import candidate_sizes
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
@@ -147,6 +157,8 @@ class Fp32Matmul(Rule):
 
     code = "PREC001"
     name = "fp32-matmul"
+    requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.KNOWN_GPU)
+    """A named GPU outside advisor's table is skipped: the model is a ratio of its rates."""
     validation = Validation(  # fixtures/scenarios-check
         {"tokens": 8192, "d": 1024, "ff": 4096, "depth": 4},
         measured=6.66, runs=3)
@@ -263,7 +275,11 @@ class Fp32Matmul(Rule):
         precision = {o.id: op_precision(graph, o) for o in matmuls}
         gemms = [o for o in matmuls if precision[o.id] == "fp32"]
         tf32 = [o for o in matmuls if precision[o.id] == "tf32"]
-        gpu = trace_gpu(graph, (o.name for o in (gemms + tf32)[:200])) or DEFAULT_GPU
+        gpu = trace_gpu(graph, (o.name for o in (gemms + tf32)[:200]))
+        # a trace that names no GPU (and whose kernels do not say) is read as the H100 advisor
+        # is built for, and says so; one naming a GPU outside the table is skipped (KNOWN_GPU)
+        assumed = gpu is None
+        gpu = gpu or DEFAULT_GPU
         if gpu is None or not (gemms or (tf32 and gpu.tf32_to_16bit and gpu.bf16)):
             return
         if not gpu.tf32_to_16bit:
@@ -321,7 +337,8 @@ class Fp32Matmul(Rule):
                          f"the {gpu.name}; cuDNN's workspace and split-K kernels keep their time")
         yield ctx.finding(
             type(self),
-            message=f"{'; '.join(parts)} ({share:.0%} of the step) on the {gpu.name}",
+            message=(f"{'; '.join(parts)} ({share:.0%} of the step) on the {gpu.name}"
+                     + (" (assumed: the trace names no GPU)" if assumed else "")),
             evidence=Evidence(
                 steps=tuple(s.index for s in steps),
                 kernels=tuple(k for k, _ in names.most_common(5)),
@@ -347,7 +364,9 @@ class Fp32Matmul(Rule):
             model=(f"replay with FP32 and TF32 GEMMs and attention at the {gpu.name}'s {half} "
                    "tensor-core rate, the memory-bound kernels as autocast leaves them and "
                    "autocast's casts on the host"),
-            assumptions=(*rates,
+            assumptions=(*((f"the trace names no GPU: an {gpu.name}'s rates are assumed",)
+                           if assumed else ()),
+                         *rates,
                          (f"GEMMs with a size that is not a multiple of {TENSOR_CORE_MULTIPLE} "
                           f"({per_step(unaligned_ns, steps) / 1e6:.2f} ms per step here) run on "
                           f"low-alignment kernels: {simt:.1f}x" if sizes_known else

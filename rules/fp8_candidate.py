@@ -11,7 +11,17 @@ from advisor.rules.compiler_fusion import fusion_effects
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import Effect, SetOpDurations
 from advisor.engine.gpus import GpuSpec, trace_gpu
-from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
+from advisor.engine.rule import (
+    Category,
+    Confidence,
+    Evidence,
+    Finding,
+    FixVariant,
+    Requirement,
+    Rule,
+    Status,
+    Validation,
+)
 from advisor.graph.chains import find_chains
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
@@ -99,6 +109,8 @@ class Fp8Candidate(Rule):
 
     code = "PREC002"
     name = "fp8-candidate"
+    requires = (Requirement.STEPS, Requirement.GPU_WORK, Requirement.KNOWN_GPU)
+    """A named GPU outside advisor's table is skipped: the model is a ratio of its rates."""
     validation = Validation(  # fixtures/scenarios-check
         {"tokens": 16384, "d": 2048, "ff": 8192, "depth": 3},
         measured=1.2, runs=3)

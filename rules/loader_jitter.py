@@ -13,6 +13,7 @@ from advisor.engine.effects import BatchSupply, ScaleHostWork, SetCallDurations
 from advisor.engine.loader_model import LoaderRun, propose
 from advisor.engine.loader_starts import restart_steps
 from advisor.engine.rule import (
+    MIN_SPREAD_STEPS,
     Category,
     Confidence,
     Evidence,
@@ -181,7 +182,7 @@ class LoaderJitter(Rule):
         measured=1.55, runs=3)
     category = Category.INPUT
     status = Status.STABLE  # validated on its H100 scenario: docs/validation.md
-    requires = (Requirement.STEPS,)
+    requires = (Requirement.STEPS, Requirement.SPREAD)
     options: ClassVar[Mapping[str, Option]] = {
         "outlier-mads": Option(
             OUTLIER_MADS,
@@ -296,7 +297,7 @@ class LoaderJitter(Rule):
     confidence = Confidence.MODELED
 
     def check(self, graph: OpGraph, ctx: RuleContext) -> Iterable[Finding]:
-        if len(ctx.steps) < 5:
+        if len(ctx.steps) < MIN_SPREAD_STEPS:  # the runner skips the rule, saying why
             return
         # A DataLoader iterator's start (an epoch, an evaluation pass) and the refill after it
         # are the run's structure, which the whole-run accounting owns (RUN001): its forks,

@@ -151,7 +151,7 @@ class RuleContext(EstimateAPI):
             step_ns=base,
             predicted_step_ns=base / speedup if speedup > 0 else base,
             speedup=speedup,
-            low=1.0 if withheld else low,  # withheld: widened down to no gain, and labelled
+            low=min(1.0, low) if withheld else low,  # withheld: widened down to no gain, labelled
             high=high,
             model=model,
             assumptions=tuple(assumptions),

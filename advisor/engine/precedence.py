@@ -43,7 +43,7 @@ def conditional(ctx: RuleContext, primary: Finding, secondary: Finding, why: str
     # The report keeps one baseline step (every estimate's ``step_ns``); the speedup is the
     # gain on the step as it will be once the primary is fixed, which the assumptions say.
     estimate = replace(e, predicted_step_ns=e.step_ns / speedup if speedup > 0 else e.step_ns,
-                       speedup=speedup, low=1.0 if e.withheld else low, high=high,
+                       speedup=speedup, low=min(1.0, low) if e.withheld else low, high=high,
                        floor=floor, floor_binds=binds,
                        assumptions=(*e.assumptions, f"{primary.rule} is fixed first ({why})"))
     return replace(secondary, estimate=estimate, conditional_on=primary.rule, explained=why,

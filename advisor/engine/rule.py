@@ -81,6 +81,14 @@ class Requirement(str, Enum):
     LAUNCHES = "launches"  # host API calls correlated with the GPU work
     PHASES = "phases"  # named phases (data/forward/loss/backward/optimizer)
     COPIES = "copies"  # memcpy activity records
+    KNOWN_GPU = "known_gpu"  # the GPU the trace names is one whose rates advisor knows
+    SPREAD = "step_spread"  # `MIN_SPREAD_STEPS` steps: a spread between steps to judge
+
+
+MIN_SPREAD_STEPS = 5
+"""Steady-state steps a rule that judges the spread between steps (a slow step against the
+median) needs: with fewer, one outlier is a fifth of the sample or more and no median stands
+apart from it."""
 
 
 class JobRequirement(str, Enum):

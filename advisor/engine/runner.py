@@ -9,7 +9,15 @@ from advisor.engine.combine import combined_estimate
 from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.framework import FrameworkInfo
 from advisor.engine.host import HostFacts
-from advisor.engine.rule import Estimate, Finding, Requirement, Rule, Skipped, skipped_by_reason
+from advisor.engine.rule import (
+    MIN_SPREAD_STEPS,
+    Estimate,
+    Finding,
+    Requirement,
+    Rule,
+    Skipped,
+    skipped_by_reason,
+)
 from advisor.engine.step_basis import StepBasis
 from advisor.gc_pause import gc_paused
 from advisor.graph.model import GpuOpKind, OpGraph
@@ -64,7 +72,30 @@ def unmet_requirement(rule: type[Rule], graph: OpGraph, ctx: RuleContext) -> str
                     "run under `advisor profile` or add NVTX/record_function ranges")
         if req is Requirement.COPIES and not any(o.kind is GpuOpKind.MEMCPY for o in graph.gpu_ops):
             return "the trace has no host-device copies"
+        if req is Requirement.SPREAD and len(ctx.steps) < MIN_SPREAD_STEPS:
+            return (f"{len(ctx.steps)} steady-state step{'s' * (len(ctx.steps) != 1)}: the "
+                    f"spread between steps needs {MIN_SPREAD_STEPS} or more (record more steps: "
+                    "`advisor profile --steps N`)")
+        if req is Requirement.KNOWN_GPU:
+            reason = unknown_gpu(graph)
+            if reason:
+                return reason
     return None
+
+
+def unknown_gpu(graph: OpGraph) -> str | None:
+    """Why a rule whose model is a ratio of the GPU's own rates cannot run: the trace names a
+    device that is not in `advisor.engine.gpus` (a Pascal part, another vendor's), whose ratios
+    an H100's would misstate (an MI250 already runs FP32 GEMMs on its matrix cores; a GP100 has
+    no tensor cores). A trace that names no device is read as the H100 advisor is built for,
+    and the rule says it assumed so."""
+    from advisor.engine.gpus import trace_gpu
+
+    named = [g.name for g in graph.info.gpus if g.name]
+    if not named or trace_gpu(graph) is not None:
+        return None
+    return (f"the trace's GPU ({named[0][:60]!r}) is not one whose rates advisor knows "
+            "(advisor/engine/gpus.py): another GPU's precision ratios would misstate it")
 
 
 def run_rules(

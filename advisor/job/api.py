@@ -134,4 +134,5 @@ def withhold(findings: list, job: Job) -> list:
     reason = job.withheld
     if reason is None:
         return findings
-    return [replace(f, estimate=replace(f.estimate, withheld=reason, low=1.0)) for f in findings]
+    return [replace(f, estimate=replace(f.estimate, withheld=reason, low=min(1.0, f.estimate.low)))
+            for f in findings]
