@@ -22,6 +22,7 @@ from advisor.engine.profiler_cost import Calibration
 from advisor.engine.registry import load_rules
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.gc_pause import gc_paused
+from advisor.graph.exposed_comm import exposed_comm_note
 from advisor.graph.hidden_kernels import hidden_kernel_note
 from advisor.graph.model import OpGraph, StepSource
 from advisor.graph.source_lines import SourceAttribution, attribute, attribute_findings
@@ -151,9 +152,10 @@ def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analy
         raise ValueError("the rule pass was run on other inputs (graph, settings, host facts "
                          "or calibration) than these")
     results, run, warnings = ruled.results, None, inputs.notes
-    hidden = hidden_kernel_note(inputs.graph, ruled.context.steps)
-    if hidden is not None:
-        warnings += (hidden,)
+    for note in (hidden_kernel_note(inputs.graph, ruled.context.steps),
+                 exposed_comm_note(inputs.graph, ruled.context.steps)):
+        if note is not None:
+            warnings += (note,)
     measured = inputs.measured
     if measured is not None:
         from advisor.engine.measured import on_measured  # `advisor profile`'s: start-up
