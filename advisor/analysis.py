@@ -25,6 +25,7 @@ from advisor.gc_pause import gc_paused
 from advisor.graph.exposed_comm import exposed_comm_note
 from advisor.graph.hidden_kernels import hidden_kernel_note
 from advisor.graph.model import OpGraph, StepSource
+from advisor.graph.no_training import no_training_note
 from advisor.graph.source_lines import SourceAttribution, attribute, attribute_findings
 from advisor.graph.step_breakdown import Summary, summarize
 from advisor.ingest.base import LoadOptions, load_trace
@@ -153,7 +154,8 @@ def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analy
                          "or calibration) than these")
     results, run, warnings = ruled.results, None, inputs.notes
     for note in (hidden_kernel_note(inputs.graph, ruled.context.steps),
-                 exposed_comm_note(inputs.graph, ruled.context.steps)):
+                 exposed_comm_note(inputs.graph, ruled.context.steps),
+                 no_training_note(inputs.graph, ruled.context.steps)):
         if note is not None:
             warnings += (note,)
     measured = inputs.measured
