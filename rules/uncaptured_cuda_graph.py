@@ -24,7 +24,7 @@ from advisor.engine.whatif import GRAPH_LAUNCH_NS, GRAPH_NODE_GAP_NS, LONG_HOST_
 from advisor.graph import api_names
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import (
-    compiled_regions,
+    compiled_capture,
     graphable_regions,
     per_step,
     process_calls,
@@ -131,6 +131,11 @@ class UncapturedCudaGraph(Rule):
     ``mode="reduce-overhead"`` records, and the eager code around them (the optimizer step,
     gradient clipping, the Trainer's loop) stays as it is. On HF run_clm.py (GPT-2 bf16, compile)
     reduce-overhead measured 1.05x on the H100 where a whole-step capture had been estimated.
+    Without those calls' ranges (torch 2.0, a backend other than Inductor) the ``CompiledFunction``
+    and ``CompiledFunctionBackward`` ranges stand in, forward and backward. Collectives that DDP's
+    reducer or a gradient hook fires from inside such a range (``nccl:all_reduce`` launched by
+    autograd's hooks, not by the compiled graph) are not captured: from the first to the last of
+    them, with the host work between them (bucket copies), the range is replayed eagerly.
 
     Known false positives
     ---------------------
@@ -259,7 +264,7 @@ class UncapturedCudaGraph(Rule):
         if gap_share < MIN_LAUNCH_IDLE_SHARE:
             return  # the GPU's idle time is not waiting for launches
         # A compiled step: reduce-overhead graphs what Inductor generated, nothing around it.
-        compiled = compiled_regions(graph, steps)
+        compiled, hooked = compiled_capture(graph, steps)
         regions = compiled or graphable_regions(steps)
         # Inductor's kernels without torch.compile's ranges (an nsys export): which host spans
         # its graphs cover is unknown, so the whole step stands in, and the finding says so.
@@ -283,6 +288,7 @@ class UncapturedCudaGraph(Rule):
                     "gpu_idle_share": idle_share,
                     "launch_gap_idle_ns_per_step": per_step(gap_idle, steps),
                     "launch_gap_idle_share": gap_share,
+                    **({"eager_collectives_per_step": per_step(len(hooked), steps)} if hooked else {}),
                 },
             ),
             mechanism="launch-bound-compiled" if compiled or unmarked else "launch-bound",
@@ -294,7 +300,10 @@ class UncapturedCudaGraph(Rule):
             confidence=Confidence.HEURISTIC if unmarked else None,
             model=(f"replay with each torch.compile graph call ({len(compiled)} in "
                    f"{len(steps)} steps) as one CUDA graph launch; the eager code around them "
-                   "as it is" if compiled else None),
+                   "as it is" + (f", and so are the {per_step(len(hooked), steps):.0f} collectives "
+                                 "per step that hooks fire inside the compiled ranges (DDP's "
+                                 "reducer, gradient hooks), with the host work between them"
+                                 if hooked else "") if compiled else None),
             requires=("host-sync",) if waits else (),
             effects=effects,
             low_effects=[*unwait, CaptureGraph(tuple(regions), 2 * GRAPH_LAUNCH_NS, 2 * GRAPH_NODE_GAP_NS)],

@@ -176,19 +176,39 @@ def graphable_regions(steps: Sequence[Step]) -> list[tuple[int, int]]:
     return out
 
 
-COMPILED_GRAPH_CALLS = ("## Call CompiledFxGraph", "Torch-Compiled Region", "CompiledFunctionBackward")
+COMPILED_GRAPH_CALLS = ("## Call CompiledFxGraph", "CompiledFunction", "Torch-Compiled Region")
 """Ranges torch.compile leaves around the code Inductor generated, most specific first: the call
-of a compiled FX graph (forward, and backward on autograd's thread), else the region or the
-autograd function around it."""
+of a compiled FX graph (forward, and backward on autograd's thread); else AOTAutograd's autograd
+function around each graph (``CompiledFunction`` around the forward, ``CompiledFunctionBackward``
+around the backward: torch 2.0, or a backend other than Inductor); else the region of the
+compiled frame (forward only, guards and the eager code of a graph break included). The first
+of these a trace holds stands for both passes: reduce-overhead records the backward graph as it
+records the forward one."""
+
+IN_GRAPH_COLLECTIVE = "c10d_functional::"
+"""Ranges of the functional collectives a compiled graph calls itself (``_c10d_functional::
+all_reduce``): part of the graph, captured with it, unlike those a hook fires."""
 
 
 def compiled_regions(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, int]]:
+    """`compiled_capture`'s regions: what reduce-overhead would record as CUDA graphs."""
+    return compiled_capture(graph, steps)[0]
+
+
+def compiled_capture(graph: OpGraph, steps: Sequence[Step]
+                     ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """Host intervals inside the steps that run torch.compile's generated code: what
     ``mode="reduce-overhead"`` records as CUDA graphs (its graph trees capture each compiled
     graph, not the eager code around it: the optimizer step, gradient clipping, the loop).
     Empty when the steps run no compiled graph (or the trace does not mark them: an nsys export
-    without torch.compile's ranges)."""
-    threads = {}  # pid -> its threads (backward runs on autograd's own)
+    without torch.compile's ranges).
+
+    An autograd function or frame range (every prefix but the graph call's) also holds what
+    runs eagerly under it: collectives that DDP's reducer or an FSDP / user gradient hook fires
+    from inside autograd's backward, with their host work, stay eager under reduce-overhead
+    and keep their launches (`eager_collectives`, cut out here). Returned with the regions:
+    those collectives' host spans (merged: one a collective, with its launch and ranges)."""
+    threads: dict[int, list[int]] = {}  # pid -> its threads (backward runs on autograd's own)
     for pid, tid in graph.range_threads:
         threads.setdefault(pid, []).append(tid)
     for prefix in COMPILED_GRAPH_CALLS:
@@ -198,9 +218,68 @@ def compiled_regions(graph: OpGraph, steps: Sequence[Step]) -> list[tuple[int, i
                 for r in graph.ranges_in(s.pid, tid, s.cpu_start_ns, s.cpu_end_ns):
                     if r.name.startswith(prefix):
                         found.append((r.start_ns, r.end_ns))
-        if found:
-            return merge(found)  # nested or overlapping calls: one region
-    return []
+        if not found:
+            continue
+        regions = merge(found)  # nested or overlapping calls: one region
+        if prefix == COMPILED_GRAPH_CALLS[0]:
+            return regions, []  # the graph calls themselves: a collective inside is the graph's
+        pid = steps[0].pid
+        out: list[tuple[int, int]] = []
+        kept: list[tuple[int, int]] = []
+        for a, b in regions:
+            eager = eager_collectives(graph, pid, threads.get(pid, ()), a, b)
+            out.extend(_around(a, b, eager, found) if eager else [(a, b)])
+            kept.extend(eager)
+        return out, kept
+    return [], []
+
+
+def eager_collectives(graph: OpGraph, pid: int, tids: Iterable[int], start_ns: int,
+                      end_ns: int) -> list[tuple[int, int]]:
+    """Host spans in [start_ns, end_ns) of the collectives the process runs eagerly, merged: a
+    host collective range (``c10d::allreduce_``, ``nccl:all_reduce``, Gloo's ``gloo:...`` come
+    as ``c10d::`` ranges too), a range of DDP's reducer (`REDUCER_RANGES`: its bucket copies),
+    or the launch of a communication kernel (an nsys export without those ranges), on any of
+    the process's threads; not those a compiled graph calls (`IN_GRAPH_COLLECTIVE`)."""
+    from advisor.graph.collectives import REDUCER_RANGES, host_collective, is_communication
+
+    spans, in_graph = [], []
+    for tid in tids:
+        for r in graph.ranges_in(pid, tid, start_ns, end_ns):
+            if IN_GRAPH_COLLECTIVE in r.name:
+                in_graph.append((r.start_ns, r.end_ns))
+            elif host_collective(r.name) is not None or r.name.startswith(REDUCER_RANGES):
+                spans.append((r.start_ns, min(r.end_ns, end_ns)))
+    for c in graph.calls_overlapping(pid, start_ns, end_ns):
+        if c.start_ns >= start_ns and any(is_communication(o) for o in graph.launched(c)):
+            spans.append((c.start_ns, min(c.end_ns, end_ns)))
+    if in_graph:
+        graph_owned = within(in_graph)
+        spans = [(a, b) for a, b in spans if not graph_owned(a)]
+    return merge(spans)
+
+
+def _around(start_ns: int, end_ns: int, eager: list[tuple[int, int]],
+            calls: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """A compiled region without the stretch of its eager collectives (`eager_collectives`,
+    merged, not empty). A compiled graph runs as one host call that no hook interrupts, so the
+    collectives nested in the range around it fire in a burst from hooks before or after it
+    (DDP's reducer, bucket by bucket, as the gradients come): from the first collective to the
+    end of the last, with the host work between them (bucket copies, a hook's clone), the
+    region runs eagerly. Before and after that stretch it is the graph's, and so is any
+    compiled call of its own (``calls``: the ranges the region was made of) between two of the
+    collectives."""
+    first, last = eager[0][0], eager[-1][1]
+    out = [(start_ns, first)] if first > start_ns else []
+    starts = [a for a, _ in eager]
+    for a, b in calls:
+        if first <= a and b <= last:
+            i = bisect_right(starts, a) - 1  # the last collective starting at or before a
+            if eager[i][1] <= a and (i + 1 == len(eager) or b <= eager[i + 1][0]):
+                out.append((a, b))
+    if last < end_ns:
+        out.append((last, end_ns))
+    return merge(out)
 
 
 def uses_cuda_graphs(graph: OpGraph, steps: Sequence[Step]) -> bool:
