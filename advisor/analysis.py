@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +20,7 @@ from advisor.engine.context import RuleContext, analysed_steps
 from advisor.engine.host import HostFacts
 from advisor.engine.profiler_cost import Calibration
 from advisor.engine.registry import load_rules
+from advisor.engine.rule import Estimate, Finding
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.gc_pause import gc_paused
 from advisor.graph.exposed_comm import exposed_comm_note
@@ -159,6 +160,10 @@ def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analy
         if note is not None:
             warnings += (note,)
     measured = inputs.measured
+    if measured is None or not measured.usable:  # the replayed step is the baseline
+        results, note = _correction_in_range(results, ruled.context)
+        if note is not None:
+            warnings += (note,)
     if measured is not None:
         from advisor.engine.measured import on_measured  # `advisor profile`'s: start-up
 
@@ -167,6 +172,45 @@ def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analy
     return Analysis(inputs.graph, ruled.summary, results, ruled.trace_summary,
                     measured.step if measured is not None else None, run, warnings,
                     ruled.context, ruled.source, inputs.source_roots, inputs.settings)
+
+
+def _correction_in_range(results: RuleResults, ctx: RuleContext,
+                         ) -> tuple[RuleResults, str | None]:
+    """``results`` with their estimates withheld, and the warning that says why, where the
+    profiler-overhead correction takes the replayed baseline further down than the captures its
+    costs were fitted on (`profiler_cost.out_of_range`); as they were, and None, otherwise.
+
+    Only on the replayed baseline: under `advisor profile` a usable measured step is the
+    baseline, and the costs were checked (or fitted) against it (`advisor.capture.baseline`)."""
+    template = ctx.simulation_template
+    if template is None or not ctx.graph.has_gpu_work:
+        return results, None
+    reason = profiler_cost.out_of_range(template.calibration, ctx.observed.median_ns,
+                                        ctx.baseline.median_ns)
+    if reason is None:
+        return results, None
+    results = replace(results, findings=_withheld(results.findings, reason),
+                      below_threshold=_withheld(results.below_threshold, reason),
+                      combined=_withhold(results.combined, reason),
+                      replay=replace(results.replay, out_of_range=reason))
+    return results, (reason + "; speedup estimates are withheld (the findings stand). "
+                     "`advisor profile` measures the unprofiled step instead, or capture without "
+                     "Python stacks (with_stack=False, `advisor profile --no-stacks`), which costs "
+                     "the host about 2 us per CUDA call")
+
+
+def _withhold(e: Estimate | None, reason: str) -> Estimate | None:
+    """``e`` withheld for ``reason``, as the step basis withholds an estimate
+    (`RuleContext.estimate`: the range widened down to no gain, and labelled); one already
+    withheld keeps its own reason."""
+    if e is None or e.withheld:
+        return e
+    return replace(e, withheld=reason, low=1.0)
+
+
+def _withheld(findings: Sequence[Finding], reason: str) -> list[Finding]:
+    return [replace(f, estimate=_withhold(f.estimate, reason), alone=_withhold(f.alone, reason))
+            for f in findings]
 
 
 def analyze_graph(

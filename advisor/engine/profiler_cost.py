@@ -9,7 +9,10 @@ measured for each on the H100. `benchmarks/profiler_calibration.py` holds three 
 workloads built only to calibrate (each timed without a profiler and captured under every
 configuration) and `benchmarks/unprofiled_check.py fit` fits the costs on them (non-negative
 least squares of replayed traced step - plain step over the per-step event counts), so that the
-checks in docs/validation.md run on captures disjoint from the fit.
+checks in docs/validation.md run on captures disjoint from the fit. The with-stack costs hold
+only as far as the captures they were fitted on (`Calibration.fitted_ratio`): a correction that
+goes further (`out_of_range`) is reported, and the estimates on it withheld
+(`advisor.analysis`).
 """
 
 from __future__ import annotations
@@ -47,6 +50,11 @@ class Calibration:
     """Root-mean-square relative error of the unprofiled step predicted with these costs, on
     H100 captures whose step was also measured without the profiler and that the costs were not
     fitted on; None where not checked. What a bare trace's figures are good to."""
+    fitted_ratio: float | None = None
+    """The range the costs were fitted on: the largest traced / unprofiled step (the replay of
+    the trace as recorded over the step measured without the profiler) among the captures they
+    were fitted on; None where not recorded. A correction that takes a trace's step further
+    down than that (`out_of_range`) extrapolates."""
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -86,6 +94,13 @@ _NSYS_APIS = ("H100 80GB HBM3, torch 2.11+cu130, nsys 2025.3.1: the cuda,nvtx,os
               "squares gave 13.6 us with the OS-runtime, cuBLAS and cuDNN APIs traced and 9.6 us "
               "without them (unprofiled_check.py fit --rows .../fit_rows.json), both within the "
               "+-20-35% the machine's host speed varies between processes (docs/validation.md)")
+STACK_FITTED_RATIO = 3.01
+"""The largest traced / unprofiled step among the twelve captures the with-stack costs were
+fitted on (fixtures/archive/unprofiled/h100-2026-11-23d/run1, run2; the trace's step replayed as
+recorded over `advisor profile`'s measured step): fw-lightning in run 1, 11.34 ms traced against
+3.77 measured. The others: 1.18 (host-sync) to 2.48 (cpu-bound-loss); the costs themselves take
+those steps down by at most 2.79x (fw-lightning, run 2)."""
+
 CALIBRATIONS: dict[tuple[str, str], Calibration] = {
     # expected errors: docs/validation.md, issue 14's tables (predicted from the bare trace
     # against the step measured without a profiler, captures the costs were not fitted on;
@@ -98,7 +113,8 @@ CALIBRATIONS: dict[tuple[str, str], Calibration] = {
                                               expected_error=0.29),
     ("torch.profiler", "shapes,stack"): Calibration("torch.profiler", "shapes,stack", 25_800,
                                                     1_310, _KINETO_STACK, py_ns=1_310,
-                                                    expected_error=0.23),
+                                                    expected_error=0.23,
+                                                    fitted_ratio=STACK_FITTED_RATIO),
 }
 """Measured costs per (profiler, configuration). nsys with Python backtraces costs more per
 event and has not been measured yet: it takes the cheaper configuration's costs and says so in
@@ -132,6 +148,7 @@ def detect(graph: OpGraph) -> Calibration:
         if config == "shapes,stack" and _runs_compiled_code(graph):
             cal = replace(cal, config="shapes,stack,compiled", py_ns=COMPILED_PY_NS,
                           expected_error=COMPILED_STACK_ERROR,
+                          fitted_ratio=max(cal.fitted_ratio or 0.0, COMPILED_FITTED_RATIO),
                           measured=f"{_COMPILED_STACK}; the other costs: {cal.measured}")
         return cal
     return NO_CALIBRATION
@@ -139,6 +156,11 @@ def detect(graph: OpGraph) -> Calibration:
 
 COMPILED_PY_NS = 4_780
 COMPILED_STACK_ERROR = 0.23
+COMPILED_FITTED_RATIO = 3.05
+"""The largest traced / unprofiled step of the three compiled captures the Python-call cost was
+fitted on (nanoGPT --compile=True: 52.11 ms traced, 17.09 measured; HF run_clm.py compiled 3.03,
+compiler-fusion compiled 2.68; docs/validation.md, fourth pass). A compiled step's other costs
+are the eager fit's (`STACK_FITTED_RATIO`): its range is the wider of the two."""
 _COMPILED_STACK = ("torch.compile's generated code costs the stack tracer more per Python call "
                    "than the eager code the other costs were fitted on: with them, the replay of "
                    "three compiled steps under advisor profile on the H100 left +64 to +78% "
@@ -172,6 +194,32 @@ def _nsys_config(traced: str) -> str:
     if not extra:
         return "cuda,nvtx"
     return "cuda,nvtx," + ",".join(extra) if len(extra) < 3 else "cuda,nvtx,osrt,cublas,cudnn"
+
+
+def out_of_range(cal: Calibration, traced_ns: float, corrected_ns: float) -> str | None:
+    """Why the correction of a step leaves the range ``cal`` was fitted on, or None.
+
+    The costs are fitted on captures whose traced step was at most ``cal.fitted_ratio`` times
+    the step measured without the profiler. Removed from a trace whose host work between CUDA
+    calls is shorter than the charge per call (small eager steps: a few microseconds between
+    calls against 25.8 us charged per call with stacks), every such gap is clamped to zero and
+    the host is modelled as dispatching each operator in no time: the replay then takes the step
+    down further than the profiler slowed any capture the costs were fitted on, and every
+    estimate on it (host-bound or GPU-bound, what a fix of the host saves) is extrapolated.
+    ``traced_ns`` and ``corrected_ns``: the analysed steps replayed as recorded and with the
+    costs removed (medians, as the fit compared them)."""
+    if cal.fitted_ratio is None or traced_ns <= 0:
+        return None
+    ratio = traced_ns / corrected_ns if corrected_ns > 0 else float("inf")
+    if ratio <= cal.fitted_ratio:
+        return None
+    return (f"the profiler-overhead correction ({cal.profiler} {cal.config}: "
+            f"{cal.call_ns / 1e3:g} us per CUDA call, {cal.op_ns / 1e3:g} per operator, "
+            f"{cal.py_ns / 1e3:g} per Python call) takes the traced step of "
+            f"{traced_ns / 1e6:.2f} ms down to {corrected_ns / 1e6:.2f} ms, {ratio:.2f}x: beyond "
+            f"the {cal.fitted_ratio:.2f}x the profiler slowed any capture those costs were "
+            "fitted on, so the unprofiled step is extrapolated (as where the cost charged per "
+            "CUDA call exceeds the host time between the calls of a small eager step)")
 
 
 def remove(sim: Simulation, cal: Calibration) -> None:

@@ -38,6 +38,13 @@ class ReplayCheck:
     unprofiled_mean_ns: float | None = None
     measured_vs_replay: float | None = None  # (replay - measured) / measured, under profile
     calibration: dict | None = None  # the profiler-overhead calibration applied to the replay
+    # traced / unprofiled step: the analysed steps' replay as recorded over the replay with the
+    # calibration removed (medians); what `profiler_cost.out_of_range` compares with the range
+    # the costs were fitted on
+    correction_ratio: float | None = None
+    # why the estimates were withheld for it: the correction left that range on the replayed
+    # baseline (`advisor.analysis.analyze_input`); None: in range, or a measured baseline
+    out_of_range: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,4 +163,6 @@ def replay_check(graph: OpGraph, ctx: RuleContext) -> ReplayCheck:
         unprofiled_median_ns=ctx.baseline.median_ns,
         unprofiled_mean_ns=ctx.baseline.mean_ns,
         calibration=template.calibration.to_dict() if template is not None else None,
+        correction_ratio=(ctx.observed.median_ns / ctx.baseline.median_ns
+                          if ctx.baseline.median_ns > 0 else None),
     )

@@ -197,6 +197,10 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         notes.append(f"{path}: result predates `advisor gate`; steady steps taken as times_ms "
                      f"after the {warm} warm-up step(s)")
     complete = "all" in kernels
+    out_of_range = (data.get("model_check") or {}).get("out_of_range")
+    if out_of_range:
+        notes.append(f"{path}: no speedup estimates: {out_of_range}; the verdict compares the "
+                     "traced steps, which that correction does not change")
     return GateInput(
         path=path,
         kind=kind,
@@ -234,9 +238,13 @@ def _basis_ratio(data: dict[str, Any], times: tuple[float, ...]) -> float:
 
 
 def _withheld(data: dict[str, Any]) -> str | None:
-    """The result's reason to withhold estimates (results before 1.1 carry none)."""
+    """The result's reason to withhold estimates (results before 1.1 carry none). Estimates
+    withheld for the profiler correction alone (``model_check.out_of_range``) leave the steps
+    able to carry a verdict: it compares the steps as traced (`from_dict` notes it)."""
     reason = data.get("estimate_withheld")
     steps = data.get("steps") or {}
+    if reason == (data.get("model_check") or {}).get("out_of_range"):
+        return None
     if reason and steps.get("analysed"):  # no steps at all is judged by the timing check
         return str(reason)
     return None

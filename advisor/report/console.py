@@ -64,8 +64,11 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
             f"Step time: [bold]{_ms(base)}[/] (mean, the baseline of every estimate below); "
             f"GPU busy {busy:.0%}"
         )
-        if basis is not None and basis.withheld:
-            console.print(f"[yellow]No speedup estimates: {markup(basis.withheld, 10_000)}.[/]")
+        withheld = (basis.withheld if basis is not None else None) or (
+            "the profiler-overhead correction leaves the range it was fitted on (the warning "
+            "below says how far)" if rep.replay.out_of_range else None)
+        if withheld:
+            console.print(f"[yellow]No speedup estimates: {markup(withheld, 10_000)}.[/]")
         line = efficiency_line(rep)
         if line:
             console.print(line)
@@ -81,7 +84,10 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
         overhead = rep.replay.profiler_overhead_ns or 0.0
         if m is None and overhead > 0.05 * base:
             err = (rep.replay.calibration or {}).get("expected_error")
-            good_to = ("" if err is None else
+            good_to = (" Taken out per event as calibrated on the H100, it takes the step "
+                       "further down than on any capture the costs were fitted on: the step is "
+                       "extrapolated; `advisor profile` measures it instead."
+                       if rep.replay.out_of_range else "" if err is None else
                        f" Taken out per event as calibrated on the H100, the step is good to "
                        f"about ±{err:.0%} (its error on the captures it was checked on); "
                        "`advisor profile` measures it instead.")

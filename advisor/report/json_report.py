@@ -199,7 +199,8 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
         "skipped": [{"rule": x.rule, "reason": x.reason} for x in rep.skipped],
         "below_threshold": [below_dict(f) for f in rep.below_threshold],
         "baseline_step_ms": baseline_ms,
-        "estimate_withheld": basis.withheld if basis is not None else None,
+        # the steps' reason first (`step_basis`), else the correction's (`model_check.out_of_range`)
+        "estimate_withheld": (basis.withheld if basis is not None else None) or replay.out_of_range,
         "estimated_speedup": round(combined.speedup, 4) if combined else 1.0,
         "predicted_step_ms": _ms(combined.predicted_step_ns) if combined else baseline_ms,
         "combination": _combination(combined),
@@ -214,6 +215,11 @@ def to_dict(source: Report | Analysis) -> dict[str, Any]:
             else round(replay.measured_vs_replay, 4),
             # which per-event profiler costs were taken out of the replay
             "calibration": replay.calibration,
+            # traced / unprofiled replayed step, and why the estimates were withheld when that
+            # goes beyond the calibration's fitted range (`profiler_cost.out_of_range`)
+            "correction_ratio": None if replay.correction_ratio is None
+            else round(replay.correction_ratio, 4),
+            "out_of_range": replay.out_of_range,
         },
     }, rep)
 
