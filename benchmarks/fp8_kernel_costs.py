@@ -168,12 +168,12 @@ def main() -> None:
           f"{'fp8 us':>9s} {'fp8/bf16':>8s}")
     rows = [r for p in PAIRS for r in gemm_table(p)]
     for name, key, n16, t16, n8, t8 in rows:
-        print(f"{name:22s} {str(key):>22s} {n16:4d} {t16 / 1e3:9.1f} {n8:4d} {t8 / 1e3:9.1f} "
+        print(f"{name:22s} {key!s:>22s} {n16:4d} {t16 / 1e3:9.1f} {n8:4d} {t8 / 1e3:9.1f} "
               f"{t8 / t16:8.3f}")
     a, b = line([r[3] for r in rows], [r[5] for r in rows])
     print(f"\nfp8 = {a / 1e3:.1f} us + {b:.3f} x bf16 (least squares over the {len(rows)} shapes)")
     for name, key, _, t16, _, t8 in rows:
-        print(f"  {name:22s} {str(key):>22s} model {(a + b * t16) / 1e3:7.1f} us, "
+        print(f"  {name:22s} {key!s:>22s} model {(a + b * t16) / 1e3:7.1f} us, "
               f"measured {t8 / 1e3:7.1f} us ({(a + b * t16) / t8 - 1:+.1%})")
 
     print("\n2. The scenario captures' cast kernels (standalone): bytes moved and time\n")
@@ -188,7 +188,7 @@ def main() -> None:
             mb = f"{nbytes / 1e6:9.1f}" if nbytes else "        ?"
             print(f"  {rel.split('/')[0]:15s} {k[:58]:58s} {len(times):4d} x {mb} MB "
                   f"{t / 1e3:8.1f} us" + (f" {nbytes / t:6.0f} B/ns" if nbytes else ""))
-        for k, nbytes, ns in kernels:
+        for _k, nbytes, ns in kernels:
             if ns < SMALL_KERNEL_NS:
                 floors.append(ns)
             elif nbytes:

@@ -7,8 +7,6 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
 
-from advisor.rules.compiler_fusion import fusion_effects
-
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import Effect, SetOpDurations
 from advisor.engine.gpus import GpuSpec, trace_gpu
@@ -18,6 +16,7 @@ from advisor.graph.gemm_shapes import candidate_sizes
 from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops, uses_cuda_graphs
+from advisor.rules.compiler_fusion import fusion_effects
 
 FP8_MIN_GEMM_NS = 50_000
 """Only GEMMs at least this long on H100 (>= ~35 GFLOP at the BF16 rate) are candidates."""
@@ -74,12 +73,14 @@ class Fp8Candidate(Rule):
 
     Why it is slow
     --------------
-    Hopper's tensor cores do FP8 at twice the BF16 rate, so large GEMMs nearly halve. But FP8
-    adds work for every GEMM operand, forward and backward: an amax reduction and a
-    scale/cast/transpose pass over each activation, weight and gradient. Fused (torch.compile,
-    or Transformer Engine's fused modules) that work costs about 0.45 of the step's eager
-    memory-bound time; in eager mode about 4.7 times it, which makes the step 2-3x slower. At
-    GPT-2 width (768) the fused casts still cost more than the GEMMs save.
+    Hopper's tensor cores do FP8 at twice the BF16 rate, so large GEMMs nearly halve (0.54 of
+    the BF16 kernel, measured from 158 us to 1.4 ms). But FP8 adds work for every GEMM operand,
+    forward and backward: an amax reduction, a scale and a cast (and a transposed copy) of each
+    activation, weight and gradient, three kernels per GEMM. Fused (torch.compile, or Transformer
+    Engine's fused modules) each costs at least 1.5 us and its bytes at two thirds of the
+    bandwidth; a GEMM's operands shrink more slowly than its FLOPs, so the casts take a larger
+    share of a smaller GEMM: at GPT-2 width (768) or on GEMMs under about 0.15 ms they cost more
+    than FP8 saves. In eager mode they cost about ten times as much, making the step 2-3x slower.
 
     Evidence
     --------
@@ -98,10 +99,14 @@ class Fp8Candidate(Rule):
     -------------
     The route the user needs: an eager step gets the compiled route (FP8 with torch.compile), and
     its replay applies the compiler-fusion rule's fusion together with FP8; a compiled or TE step
-    gets FP8 alone. The large GEMMs take the GPU's BF16/FP8 rate ratio x 1.05 (measured) of their
-    time, and the casts (0.45 x the eager memory-bound time, measured) are charged to them: each
-    GEMM keeps its share of the net saving. No finding when FP8 does not beat the route's own
-    baseline by 2% (the compiled step without FP8). Bounds: casts +-20%, GEMMs at 0.6 / 0.5.
+    gets FP8 alone. Per large GEMM (the head the fix's filter keeps in BF16, a GEMM the step runs
+    once, left out): its FP8 time, the GPU's BF16/FP8 rate ratio x 1.08 of it, plus its casts,
+    3 kernels x 1.5 us and 8 bytes per operand element at 0.66 of the bandwidth, its operands the
+    outputs' elements where shapes were recorded, else the fewest a GEMM of its FLOPs can have
+    (all measured on the FP8 kernel captures: benchmarks/fp8_kernel_costs.py). GEMMs whose casts
+    cost more than FP8 saves count as losses against the others; the net saving is replayed on
+    the GEMMs that pay. No finding when FP8 does not beat the route's own baseline by 2% (the
+    compiled step without FP8). Bounds: casts +-20%, GEMMs at 0.6 / 0.5.
 
     Known false positives
     ---------------------
