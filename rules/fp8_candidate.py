@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import ClassVar
@@ -12,8 +11,8 @@ from advisor.engine.effects import Effect, SetOpDurations
 from advisor.engine.gpus import GpuSpec, trace_gpu
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
 from advisor.graph.chains import find_chains
-from advisor.graph.gemm_shapes import candidate_sizes
-from advisor.graph.kernels import KernelCategory, classify, op_precision, short_name
+from advisor.graph.gemm_shapes import GEMM_OPERATORS, candidate_sizes, operator_name
+from advisor.graph.kernels import KernelCategory, classify, input_shapes, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops, uses_cuda_graphs
 from advisor.rules.compiler_fusion import fusion_effects
@@ -54,9 +53,8 @@ CAST_EAGER_PER_FUSED = 10
 ones: the planted GPT routes measured eager FP8's added work at 4.45 and 5.0 times the step's
 eager memory-bound time, the compiled casts' at 0.45 and 0.44 (eager FP8 ran 0.32x and 0.46x
 of the eager BF16 step). Used for the note that eager FP8 is a loss, not for the estimate."""
-SAME_GEMM = 1.1
-"""Two GEMM kernels of one name within this factor of each other's duration run the same
-problem (a GEMM's run-to-run spread is a few percent): `_run_once` groups them."""
+BATCHED = -1
+"""`_output_elements`' answer for a batched matmul's GEMM: not a candidate."""
 MIN_GAIN = 1.02
 """FP8 must beat its route's own baseline (the compiled step) by this much to be reported."""
 _TE = ("transformer_engine", "cast_transpose", "te_gemm", "nvte_")
@@ -99,20 +97,22 @@ class Fp8Candidate(Rule):
     -------------
     The route the user needs: an eager step gets the compiled route (FP8 with torch.compile), and
     its replay applies the compiler-fusion rule's fusion together with FP8; a compiled or TE step
-    gets FP8 alone. Per large GEMM (the head the fix's filter keeps in BF16, a GEMM the step runs
-    once, left out): its FP8 time, the GPU's BF16/FP8 rate ratio x 1.08 of it, plus its casts,
-    3 kernels x 1.5 us and 8 bytes per operand element at 0.66 of the bandwidth, its operands the
-    outputs' elements where shapes were recorded, else the fewest a GEMM of its FLOPs can have
-    (all measured on the FP8 kernel captures: benchmarks/fp8_kernel_costs.py). GEMMs whose casts
-    cost more than FP8 saves count as losses against the others; the net saving is replayed on
-    the GEMMs that pay. No finding when FP8 does not beat the route's own baseline by 2% (the
-    compiled step without FP8). Bounds: casts +-20%, GEMMs at 0.6 / 0.5.
+    gets FP8 alone. Per large GEMM (batched matmuls, attention's, left out: no Linear): its FP8
+    time, the GPU's BF16/FP8 rate ratio x 1.08 of it, plus its casts, 3 kernels x 1.5 us and 8
+    bytes per operand element at 0.66 of the bandwidth, its operands the outputs' elements where
+    shapes were recorded, else the fewest a GEMM of its FLOPs can have (all measured on the FP8
+    kernel captures: benchmarks/fp8_kernel_costs.py). GEMMs whose casts cost more than FP8 saves
+    count as losses against the others; the net saving is replayed on the GEMMs that pay. No
+    finding when FP8 does not beat the route's own baseline by 2% (the compiled step without
+    FP8). Bounds: casts +-20%, GEMMs at 0.6 / 0.5.
 
     Known false positives
     ---------------------
     Layers whose accuracy suffers in FP8 (first/last layers, small heads) are usually kept in
-    BF16; the estimate counts every large GEMM. Delayed or rowwise scaling and other recipes cost
-    differently from the tensorwise dynamic scaling measured.
+    BF16; the estimate counts every large GEMM. Without recorded shapes (nsys without the shape
+    probe) a GEMM's operands are taken as the fewest its FLOPs allow: thin layers (many tokens on
+    a narrow width) cast more than that, and the estimate is high for them. Delayed or rowwise
+    scaling and other recipes cost differently from the tensorwise dynamic scaling measured.
 
     References
     ----------
@@ -182,11 +182,12 @@ class Fp8Candidate(Rule):
         else:
             route, base = ("transformer-engine", []) if te else ("compile", fusion_effects(found.fusable))
         factor = _gemm_factor(gpu)
-        head = _run_once(gemms, len(steps))
-        gemms = [o for o in gemms if o.id not in head]
+        sizes = {o.id: _output_elements(graph, o) for o in gemms}
+        gemms = [o for o in gemms if sizes[o.id] != BATCHED]
         if not gemms:
             return
-        casts = {o.id: _cast_ns(o.duration_ns, gpu, _output_elements(graph, o)) for o in gemms}
+        shaped = sum(sizes[o.id] is not None for o in gemms)
+        casts = {o.id: _cast_ns(o.duration_ns, gpu, sizes[o.id]) for o in gemms}
         cast_fused = sum(casts.values())
         cast_eager = CAST_EAGER_PER_FUSED * cast_fused
         total = sum(o.duration_ns for o in gemms)
@@ -244,8 +245,13 @@ class Fp8Candidate(Rule):
             assumptions=(f"FP8 GEMM = {factor:.3f} of the BF16 GEMM time on the {gpu.name}",
                          f"per GEMM, {CAST_KERNELS_PER_GEMM} cast kernels of at least "
                          f"{CAST_KERNEL_FLOOR_NS / 1e3:g} us, moving {CAST_BYTES_PER_ELEMENT} B per "
-                         "element of the fewest operand elements a GEMM of its FLOPs can have, at "
-                         f"{CAST_BANDWIDTH_SHARE:g} of the {gpu.name}'s bandwidth",
+                         f"operand element at {CAST_BANDWIDTH_SHARE:g} of the {gpu.name}'s bandwidth",
+                         ("operands from the GEMMs' recorded shapes" if shaped == len(gemms) else
+                          f"operands of {len(gemms) - shaped} of {len(gemms)} GEMMs not recorded "
+                          "(no shapes in the trace): taken as the fewest a GEMM of their FLOPs can "
+                          "have, so the gain is an upper bound where layers are thin (many tokens "
+                          "on a narrow width); a capture with shapes (torch.profiler's "
+                          "record_shapes, advisor profile --nsys's shape probe) prices them"),
                          "with compiler-fusion: includes its fusion (replayed once in the combined estimate)"
                          if route == "compile" else "the step's casts are already fused",
                          "accuracy holds with tensorwise dynamic scaling"),
@@ -257,32 +263,23 @@ def _gemm_factor(gpu: GpuSpec) -> float:
     return FP8_GEMM_EFFICIENCY * gpu.half_rate / float(gpu.fp8 or gpu.half_rate)
 
 
-def _run_once(gemms: list[GpuOp], steps: int) -> set[int]:
-    """The GEMMs the step runs once: no other GEMM of the step has their kernel and a duration
-    within `SAME_GEMM` of theirs. A model's layers repeat their GEMMs; the output head (and any
-    one-off projection) does not, and the fix's module filter keeps it in 16 bits (``fqn !=
-    "lm_head"``, as the measured FP8 routes did: the wide GPT's FP8 step ran its head in BF16,
-    pageable-memcpy's 1000-class head stayed BF16). Its kernels' names and durations are all that
-    both trace formats give to tell it."""
-    by_name: dict[str, list[GpuOp]] = {}
-    for o in gemms:
-        by_name.setdefault(o.name, []).append(o)
-    once = set()
-    for group in by_name.values():
-        durations = sorted(o.duration_ns for o in group)
-        for o in group:
-            lo = bisect_left(durations, o.duration_ns / SAME_GEMM)
-            hi = bisect_right(durations, o.duration_ns * SAME_GEMM)
-            if (hi - lo) / steps < 1.5:
-                once.add(o.id)
-    return once
-
-
 def _output_elements(graph: OpGraph, op: GpuOp) -> int | None:
     """M x N of the GEMM where its operator's shapes were recorded (torch.profiler's
-    record_shapes, the nsys shape probe), else None. Summed over a Linear's three GEMMs the
-    outputs (y: M x N, dx: M x K, dw: N x K) are the three operands FP8 casts (x, w, dy)."""
-    sizes = candidate_sizes(graph, op)
+    record_shapes, the nsys shape probe), else None; `BATCHED` for a batched matmul (bmm,
+    baddbmm: attention's scores and context), which is no Linear and which the fix's FP8
+    training leaves in 16 bits. Summed over a Linear's three GEMMs the outputs (y: M x N,
+    dx: M x K, dw: N x K) are the three operands FP8 casts (x, w, dy)."""
+    call = graph.launcher(op)
+    for r in reversed(graph.ranges_at(call.pid, call.tid, call.start_ns) if call else ()):
+        if operator_name(r.name) in GEMM_OPERATORS:
+            shapes = input_shapes(r) or ()
+            mats = [s for s in shapes if isinstance(s, tuple) and len(s) >= 2
+                    and all(isinstance(d, int) for d in s)]
+            if len(mats) < 2:
+                return None
+            a, b = mats[-2], mats[-1]
+            return BATCHED if len(a) > 2 or len(b) > 2 else a[-2] * b[-1]
+    sizes = candidate_sizes(graph, op)  # the shape probe's, by kernel and launch
     if len(sizes) != 1:
         return None
     m, _, n = next(iter(sizes))
