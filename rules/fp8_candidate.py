@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from itertools import pairwise
 from typing import ClassVar
 
 from advisor.engine.context import RuleContext
@@ -53,8 +55,16 @@ CAST_EAGER_PER_FUSED = 10
 ones: the planted GPT routes measured eager FP8's added work at 4.45 and 5.0 times the step's
 eager memory-bound time, the compiled casts' at 0.45 and 0.44 (eager FP8 ran 0.32x and 0.46x
 of the eager BF16 step). Used for the note that eager FP8 is a loss, not for the estimate."""
-BATCHED = -1
-"""`_output_elements`' answer for a batched matmul's GEMM: not a candidate."""
+NOT_CONVERTED = -1
+"""`_output_elements`' answer for a GEMM the fix's FP8 training leaves in 16 bits: a batched
+matmul (bmm, baddbmm: attention's scores and context, no Linear) or one with a size not a
+multiple of 16 (torch._scaled_mm's requirement; torchao's filter skips such a Linear)."""
+SAME_GEMM = 1.1
+"""Two GEMM kernels of one name within this factor of each other's duration run the same
+problem (a GEMM's run-to-run spread is a few percent): `_run_once` groups them."""
+FP8_SIZE_MULTIPLE = 16
+"""torch._scaled_mm needs every GEMM size a multiple of 16 (torchao's filter leaves other
+Linears in 16 bits; so did the measured routes: pageable-memcpy's 1000-class head)."""
 MIN_GAIN = 1.02
 """FP8 must beat its route's own baseline (the compiled step) by this much to be reported."""
 _TE = ("transformer_engine", "cast_transpose", "te_gemm", "nvte_")
@@ -97,14 +107,16 @@ class Fp8Candidate(Rule):
     -------------
     The route the user needs: an eager step gets the compiled route (FP8 with torch.compile), and
     its replay applies the compiler-fusion rule's fusion together with FP8; a compiled or TE step
-    gets FP8 alone. Per large GEMM (batched matmuls, attention's, left out: no Linear): its FP8
-    time, the GPU's BF16/FP8 rate ratio x 1.08 of it, plus its casts, 3 kernels x 1.5 us and 8
-    bytes per operand element at 0.66 of the bandwidth, its operands the outputs' elements where
-    shapes were recorded, else the fewest a GEMM of its FLOPs can have (all measured on the FP8
-    kernel captures: benchmarks/fp8_kernel_costs.py). GEMMs whose casts cost more than FP8 saves
-    count as losses against the others; the net saving is replayed on the GEMMs that pay. No
-    finding when FP8 does not beat the route's own baseline by 2% (the compiled step without
-    FP8). Bounds: casts +-20%, GEMMs at 0.6 / 0.5.
+    gets FP8 alone. Per large GEMM (left out: the head, a GEMM the step runs once, which the
+    fix's filter keeps in BF16; batched matmuls and sizes not multiples of 16, which FP8
+    training does not convert): its FP8 time, the GPU's BF16/FP8 rate ratio x 1.08 of it, plus
+    its casts, 3 kernels x 1.5 us and 8 bytes per operand element at 0.66 of the bandwidth, its
+    operands the outputs' elements where shapes were recorded, else the fewest a GEMM of its
+    FLOPs can have (all measured on the FP8 kernel captures: benchmarks/fp8_kernel_costs.py).
+    GEMMs whose casts cost more than FP8 saves count as losses against the others; the net
+    saving is replayed on the GEMMs that pay. No finding when FP8 does not beat the route's own
+    baseline by 2% (the compiled step without FP8), nor on a step already running FP8 GEMMs.
+    Bounds: casts +-20%, GEMMs at 0.6 / 0.5.
 
     Known false positives
     ---------------------
@@ -182,8 +194,11 @@ class Fp8Candidate(Rule):
         else:
             route, base = ("transformer-engine", []) if te else ("compile", fusion_effects(found.fusable))
         factor = _gemm_factor(gpu)
+        if any(op_precision(graph, o) == "fp8" for o in ops if classify(o) is KernelCategory.GEMM):
+            return  # FP8 is in use: the 16-bit GEMMs left are the ones its filter keeps
+        head = _run_once(gemms, len(steps))
         sizes = {o.id: _output_elements(graph, o) for o in gemms}
-        gemms = [o for o in gemms if sizes[o.id] != BATCHED]
+        gemms = [o for o in gemms if sizes[o.id] != NOT_CONVERTED and o.id not in head]
         if not gemms:
             return
         shaped = sum(sizes[o.id] is not None for o in gemms)
@@ -263,11 +278,32 @@ def _gemm_factor(gpu: GpuSpec) -> float:
     return FP8_GEMM_EFFICIENCY * gpu.half_rate / float(gpu.fp8 or gpu.half_rate)
 
 
+def _run_once(gemms: list[GpuOp], steps: int) -> set[int]:
+    """The GEMMs the step runs once: no other GEMM of the step has their kernel and a duration
+    within `SAME_GEMM` of theirs. A model's layers repeat their GEMMs; the output head (and any
+    one-off projection) does not, and the fix's module filter keeps it in 16 bits (``fqn !=
+    "lm_head"``, as the measured FP8 routes did: the planted GPTs' FP8 steps ran their head in
+    BF16, pageable-memcpy's 1000-class head stayed BF16). Kernel names and durations are all
+    both trace formats give to tell it; a step that accumulates gradients over micro-batches runs
+    its head once per micro-batch, and there the head is counted."""
+    by_name: dict[str, list[GpuOp]] = {}
+    for o in gemms:
+        by_name.setdefault(o.name, []).append(o)
+    once = set()
+    for group in by_name.values():
+        durations = sorted(o.duration_ns for o in group)
+        for o in group:
+            lo = bisect_left(durations, o.duration_ns / SAME_GEMM)
+            hi = bisect_right(durations, o.duration_ns * SAME_GEMM)
+            if (hi - lo) / steps < 1.5:
+                once.add(o.id)
+    return once
+
+
 def _output_elements(graph: OpGraph, op: GpuOp) -> int | None:
     """M x N of the GEMM where its operator's shapes were recorded (torch.profiler's
-    record_shapes, the nsys shape probe), else None; `BATCHED` for a batched matmul (bmm,
-    baddbmm: attention's scores and context), which is no Linear and which the fix's FP8
-    training leaves in 16 bits. Summed over a Linear's three GEMMs the outputs (y: M x N,
+    record_shapes, the nsys shape probe), else None; `NOT_CONVERTED` for a GEMM the fix leaves
+    in 16 bits. Summed over a Linear's three GEMMs the outputs (y: M x N,
     dx: M x K, dw: N x K) are the three operands FP8 casts (x, w, dy)."""
     call = graph.launcher(op)
     for r in reversed(graph.ranges_at(call.pid, call.tid, call.start_ns) if call else ()):
@@ -275,10 +311,14 @@ def _output_elements(graph: OpGraph, op: GpuOp) -> int | None:
             shapes = input_shapes(r) or ()
             mats = [s for s in shapes if isinstance(s, tuple) and len(s) >= 2
                     and all(isinstance(d, int) for d in s)]
-            if len(mats) < 2:
+            # the operands: the first two matrices whose inner sizes agree (an addmm's 2-D bias
+            # comes before them, the output buffer Inductor passes (``out=``) after them)
+            pair = next(((a, b) for a, b in pairwise(mats) if a[-1] == b[-2]), None)
+            if pair is None:
                 return None
-            a, b = mats[-2], mats[-1]
-            return BATCHED if len(a) > 2 or len(b) > 2 else a[-2] * b[-1]
+            a, b = pair
+            return (NOT_CONVERTED if len(a) > 2 or len(b) > 2 or (a[-2] | a[-1] | b[-1]) % FP8_SIZE_MULTIPLE
+                    else a[-2] * b[-1])
     sizes = candidate_sizes(graph, op)  # the shape probe's, by kernel and launch
     if len(sizes) != 1:
         return None
