@@ -23,8 +23,6 @@ from pathlib import Path
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archive" / "public"
 
-_FP8 = ("unmeasured: BF16 GEMMs, FP8 never timed on this model (its scenario captures its CUDA "
-        "graph when it is built, before the harness's --fix could convert or compile it)")
 _GELU = "unmeasured: GELU after fc1, a fused epilogue never timed on this model"
 _KINETO_ONLY = "; raised on the torch.profiler capture only, not on the nsys one"
 WAVE7 = "wave7-2026-12-02/healthy-compile"
@@ -168,7 +166,6 @@ UNMEASURED: dict[tuple[str, str], str] = {
     # the check set's eight new fixed captures (2026-11-26): other rules' findings, unmeasured
     ("scenarios-check/compiler-fusion/good/nsys.sqlite.gz", "unfused-gemm-gelu"): _GELU,
     ("scenarios-check/compiler-fusion/good/trace.json.gz", "unfused-gemm-gelu"): _GELU,
-    ("scenarios-check/cpu-bound-loss/good/trace.json.gz", "fp8-candidate"): _FP8 + _KINETO_ONLY,
     ("scenarios-check/host-sync/good/nsys.sqlite.gz", "compiler-fusion"):
         _pinned_again("check-host-sync"),
     ("scenarios-check/host-sync/good/trace.json.gz", "compiler-fusion"):
