@@ -122,10 +122,11 @@ class Fp8Candidate(Rule):
     ---------------------
     Layers whose accuracy suffers in FP8 (first layers, small heads) are usually kept in BF16;
     the estimate counts every large GEMM the step repeats (an output head run once is left out,
-    one run per micro-batch under gradient accumulation is not). Without recorded shapes (nsys without the shape
-    probe) a GEMM's operands are taken as the fewest its FLOPs allow: thin layers (many tokens on
-    a narrow width) cast more than that, and the estimate is high for them. Delayed or rowwise
-    scaling and other recipes cost differently from the tensorwise dynamic scaling measured.
+    one run per micro-batch under gradient accumulation is not). Without recorded shapes (nsys
+    without the shape probe) a GEMM's operands are taken as the fewest its FLOPs allow: thin
+    layers (many tokens on a narrow width) cast more than that, and the estimate is high for
+    them. Delayed or rowwise scaling and other recipes cost differently from the tensorwise
+    dynamic scaling measured.
 
     References
     ----------
