@@ -26,8 +26,6 @@ MISSES = {
     ("planted-gpt-routes", "compiler-fusion"): "+56% (14.7% of the step promised, 9.4% measured) on "
     "the wide GPT (d 2560, 8 layers), while GPT-2 size, nanoGPT and timm are within 18%: why the "
     "chain model over-promises at this width is not established",
-    ("planted-gpt-routes", "fp8-candidate"): "+47% (28.6% of the step promised, 19.4% measured) for "
-    "float8 + compile on the wide GPT, a capture the FP8 efficiency was fitted on",
     ("nanogpt", "compiler-fusion", "kineto"): "-24% (17.6% of the step promised, 23.1% measured) on "
     "the torch.profiler capture since the settled replays and the mean baseline of wave 3 (was "
     "within 18%; the nsys capture still is): the replay of the fused step starts from empty queues "

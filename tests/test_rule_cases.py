@@ -197,11 +197,6 @@ GAIN_MISSES = {
     ("loader-jitter", "kineto"): "+33% (38% promised, 29% measured): same",
 }
 CHECK_GAIN_MISSES = {
-    ("fp8-candidate", "nsys"): "+65% (27% of the step promised, 17% measured, 3 runs 1.20-1.21x) "
-    "at 2048->8192 on 16384 tokens: the FP8 GEMM efficiency (1.05x the rate ratio) and the cast "
-    "shares were fitted at 4096->16384 and do not carry over to this shape (which part misses is "
-    "not isolated)",
-    ("fp8-candidate", "kineto"): "+65%: same",
     ("uncaptured-cuda-graph", "kineto"): "+40% (75% of the step promised, 54% measured): see "
     "CHECK_OUT_OF_TOLERANCE",
     ("unfused-attention", "kineto"): "-31% (49% promised, 71% measured): see "
@@ -242,7 +237,6 @@ def test_a_rules_gain_bound_is_stated_and_not_looser_than_the_default():
 
 STABLE_WITH_MISSES = {
     "loader-jitter": "stable, but its gain misses on both formats of its fit capture (GAIN_MISSES)",
-    "fp8-candidate": "stable, but its gain misses on both formats of the check set (CHECK_GAIN_MISSES)",
     "uncaptured-cuda-graph": "stable, but its check-set estimates are 1.34x (nsys) and 1.86x "
     "(torch.profiler) of the 3-run measurement (CHECK_OUT_OF_TOLERANCE)",
 }
