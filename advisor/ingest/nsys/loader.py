@@ -461,11 +461,11 @@ class _Loader:
 
     def _nvtx_name(self, row: tuple) -> str:
         text, text_id = row[5], row[6]
-        return text if text is not None else self.strings.get(text_id)
+        return S.as_text(text) if text is not None else self.strings.get(text_id)
 
     def _range(self, row: tuple) -> CpuRange:
         rowid, start, end, _type, gtid, text, text_id, domain_id, _end_tid = row
-        name = text if text is not None else self.strings.get(text_id)
+        name = S.as_text(text) if text is not None else self.strings.get(text_id)
         domain = self.domains.get(domain_id, f"domain {domain_id}") if domain_id else ""
         pid, tid = S.pid_of(gtid), S.tid_of(gtid)
         # PyTorch writes its operator ranges (`--pytorch=autograd-nvtx`, emit_nvtx) into the

@@ -403,6 +403,20 @@ class NsysSchema:
         return out
 
 
+def as_text(value: object) -> str:
+    """A text column's value as text: SQLite's loose typing lets a hand-edited or damaged export
+    store a BLOB (Python ``bytes``, which the connection's text factory never sees) or a number
+    where nsys writes text; a BLOB reads as UTF-8 with bad bytes replaced, anything else as
+    ``str``, NULL as ""."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
 class StringCache:
     """Resolves ``StringIds`` ids on demand, so memory holds only the names the window uses."""
 
@@ -414,14 +428,12 @@ class StringCache:
         """The text of a string id; inline text passes through; NULL reads as ""."""
         if value is None:
             return ""
-        if isinstance(value, str):
-            return value
-        if not isinstance(value, int):
-            return str(value)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return as_text(value)
         hit = self._cache.get(value)
         if hit is None:
             row = self._conn.execute(f"SELECT {capped('value')} FROM StringIds WHERE id = ?",
                                      (value,)).fetchone()
-            hit = "" if row is None else str(row[0])
+            hit = "" if row is None else as_text(row[0])
             self._cache[value] = hit
         return hit
