@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
-import io
 import os
 import sys
 import threading
@@ -90,12 +89,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show_usage_error(e: click.ClickException) -> None:
-    """click's message, through the output policy: it quotes what the user typed, file names
-    included, and a file name is as hostile as a kernel name (`advisor.safe_text`)."""
-    shown = io.StringIO()
-    e.show(file=shown)
-    lines = (plain(line, 10_000) for line in shown.getvalue().splitlines())
-    click.echo(no_ci_commands("\n".join(lines)), err=True)
+    """click's message in one line, as every other error (click's own block is four: usage,
+    "Try ... --help", a blank line, the error), with where help is; through the output policy:
+    it quotes what the user typed, file names included, and a file name is as hostile as a
+    kernel name (`advisor.safe_text`)."""
+    ctx = getattr(e, "ctx", None)
+    command = ctx.command_path if ctx is not None else "advisor"
+    message = " ".join(e.format_message().split())
+    if message.endswith(".") and not message.endswith(".."):
+        message = message[:-1]
+    text = f"advisor: error: {message} (see '{command} --help')"
+    click.echo(no_ci_commands(plain(text, 10_000)), err=True)
 # A standard stream that fails a write: full (ENOSPC, EDQUOT, EFBIG), gone (EPIPE), closed
 # (EBADF), broken (EIO).
 _STREAM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EPIPE, errno.EBADF,
