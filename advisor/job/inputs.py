@@ -16,6 +16,7 @@ from pathlib import Path
 from advisor.engine.rank_summary import RankSummary, rank_from_name
 from advisor.errors import InputError
 from advisor.ingest.folder import Skipped, has_trace_suffix, skipped_note, split_traces
+from advisor.ingest.input_file import check_regular
 
 
 def expand_inputs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Skipped]]:
@@ -27,7 +28,13 @@ def expand_inputs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Skipped
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            candidates = sorted(f for f in p.iterdir() if f.is_file() and has_trace_suffix(f))
+            named = sorted(f for f in p.iterdir() if has_trace_suffix(f))
+            for f in named:
+                # a rank's trace that is a FIFO, a device, a dangling link or a folder is an
+                # error, as when it is named alone: dropped, the job (and a job gate) would read
+                # one rank fewer without a word
+                check_regular(f)
+            candidates = named
             found, left = split_traces(candidates)
             skipped += left
             if not found:
@@ -38,7 +45,11 @@ def expand_inputs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Skipped
         elif p.exists():
             out.append(p)
         elif any(ch in str(raw) for ch in "*?["):
-            candidates = sorted(Path(f) for f in glob.glob(str(raw)) if Path(f).is_file())
+            matches = sorted(Path(f) for f in glob.glob(str(raw)))
+            for f in matches:
+                if has_trace_suffix(f):
+                    check_regular(f)  # as in a folder: a rank's trace is never dropped silently
+            candidates = [f for f in matches if f.is_file()]
             if not candidates:
                 raise InputError(f"{raw}: the pattern matches no file")
             found, left = split_traces(candidates)

@@ -122,3 +122,26 @@ def test_usage_errors_are_one_line_and_exit_2(args, needle):
     p = run(*args)
     assert_one_line_error(p, needle)
     assert "--help')" in p.stderr
+
+
+@pytest.mark.parametrize("kind", ["device link", "fifo", "dangling link", "folder"])
+def test_a_rank_that_is_not_a_regular_file_is_an_error_not_a_rank_fewer(tmp_path, kind):
+    """A job's folder (or glob) holding rank1.json as a link to /dev/zero, a FIFO, a dangling
+    link or a folder: the job read one rank fewer without a word (a fuzzing pass); named alone
+    the same file is a one-line error, and so it is in a folder."""
+    import os
+
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(shared(REAL_JSON), job / "rank0.json.gz")
+    bad = job / "rank1.json"
+    if kind == "device link":
+        bad.symlink_to("/dev/zero")
+    elif kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "dangling link":
+        bad.symlink_to(tmp_path / "gone.json")
+    else:
+        bad.mkdir()
+    for given in (str(job), str(job / "rank*")):
+        assert_one_line_error(run("analyze", given), "rank1.json")
