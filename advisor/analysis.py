@@ -205,7 +205,7 @@ def _withhold(e: Estimate | None, reason: str) -> Estimate | None:
     withheld keeps its own reason."""
     if e is None or e.withheld:
         return e
-    return replace(e, withheld=reason, low=1.0)
+    return replace(e, withheld=reason, low=min(1.0, e.low))  # down to no gain, never above it
 
 
 def _withheld(findings: Sequence[Finding], reason: str) -> list[Finding]:
