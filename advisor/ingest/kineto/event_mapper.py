@@ -227,7 +227,10 @@ class EventMapper:
                 and (digits := dur.replace(".", "", 1)).isdigit()):
             duration = int(digits)
         else:
-            duration = us_to_ns(dur) or 0
+            duration = us_to_ns(dur)
+            if duration is None:  # text, NaN, a list...: an instant, and the report says so
+                self.out.counts["no_duration"] += 1
+                duration = 0
         handler(self, index, event, start, start + max(duration, 0))
 
     def _resolve(self, cat: str) -> Handler | str | None:

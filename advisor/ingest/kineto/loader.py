@@ -417,6 +417,10 @@ def _notes(meta: dict[str, Any], collected: Collected, info: TraceInfo) -> list[
     if collected.counts["no_timestamp"]:
         notes.append(f"{collected.counts['no_timestamp']} events without a timestamp were "
                      f"skipped")
+    if collected.counts["no_duration"]:
+        notes.append(f"{collected.counts['no_duration']} events with a duration that is not a "
+                     f"number were read as instants (0 ns): their time is missing from the "
+                     f"analysis")
     return notes
 
 
