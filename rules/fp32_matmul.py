@@ -294,7 +294,11 @@ class Fp32Matmul(Rule):
         tf32_ns = sum(o.duration_ns for o in tf32)
         share = op_share(gemms + tf32, steps)
         ratio = gpu.fp32_to_16bit
-        low_ratio = gpu.fp32_to_tf32 or ratio
+        # the low bound: TF32 where the GPU has it (the fix's lighter form); without TF32
+        # (Volta, Turing) the GEMMs that miss the tensor cores' alignment or layout (winograd
+        # and layout transforms around FP16 convolutions) gain only the non-tensor 16-bit rate,
+        # so the band reaches down to that, not to the tensor-core peak
+        low_ratio = gpu.fp32_to_tf32 or min(ratio, gpu.half_simt_ratio)
         tf32_ratio = gpu.tf32_to_16bit or 1.0
         unaligned, sizes_known = unaligned_gemms(graph, gemms + tf32)
         simt = min(gpu.half_simt_ratio, ratio)
