@@ -142,7 +142,8 @@ class Fp32Matmul(Rule):
     (a weight's, and its gradient's in the backward) add host work: `CASTS_PER_GEMM_KERNEL`
     operators per GEMM/conv kernel at this trace's own host time per operator, which is what a
     step that turns host-bound in 16 bits gains less. Low bound: TF32 where the GPU has it
-    (else the 16-bit ratio) for the FP32 kernels, 16-bit ops reading one FP32 input and softmax
+    (else the non-tensor 16-bit rate, 2x on Volta and Turing: GEMMs and convolution transforms
+    that miss the tensor cores) for the FP32 kernels, 16-bit ops reading one FP32 input and softmax
     behind an upcast; high: every 16-bit op pure 16-bit.
 
     Known false positives
