@@ -85,6 +85,16 @@ class GateInput:
     # `advisor profile --try`'s plain runs and measured fixes (`advisor.gate.tried`); None when
     # the run is not a --try result
     tried: TriedRuns | None = None
+    # Steady steps the trace holds (its steps less the warm-up); more than `step_times_ms` holds
+    # when the analysis loaded a window of them (``--max-steps``); 0 when the result lacks it
+    steps_held: int = 0
+
+    @property
+    def steps_judged(self) -> str:
+        """"9 steady steps", or "30 of 69 steady steps" when only a window of them was judged."""
+        n = len(self.step_times_ms)
+        return f"{n} of {self.steps_held} steady steps" if self.steps_held > n else \
+            f"{n} steady steps"
 
     @property
     def step_ms(self) -> float:
@@ -226,7 +236,17 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         ops=_mapping(steps.get("ops_per_step"), path, "steps.ops_per_step"),
         step_basis_ratio=_basis_ratio(data, times),
         tried=read_tried(data, path),
+        steps_held=_steps_held(steps),
     )
+
+
+def _steps_held(steps: dict[str, Any]) -> int:
+    """The steady steps the trace holds: its steps less the warm-up (0 when unknown)."""
+    count, warm = steps.get("count"), steps.get("warmup") or 0
+    if not isinstance(count, int) or isinstance(count, bool) or not isinstance(warm, int) \
+            or isinstance(warm, bool):
+        return 0
+    return max(0, count - max(0, warm))
 
 
 def _basis_ratio(data: dict[str, Any], times: tuple[float, ...]) -> float:
