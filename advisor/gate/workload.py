@@ -17,6 +17,11 @@ without meaning, and a pass would let anything through. The checks:
   - the kernels' shapes: the kernels both runs launch, launched with the same grid and block
     (the size of the tensors they run on). Another model in the same harness runs the same
     elementwise and normalisation kernels on other sizes; a fix elsewhere leaves them alone;
+  - the work per step: the kernels both runs launch, launched as many times per step. A fix
+    changes some kernels' counts (a loop vectorised, a kernel fused away) and leaves the rest
+    of the step alone; step ranges cut into pieces divide every kernel's count per step by the
+    number of pieces, so a "step" of half the work was judged 38% faster although every kernel
+    ran 30% slower;
   - when there is no kernel evidence (runs without GPU work, or results that lack the kernel
     list), the host operators with their input shapes (torch.profiler's aten ops): the model's
     identity on the host. Not otherwise: a fix legitimately rewrites the host side (a loss loop
@@ -45,6 +50,19 @@ MIN_SHAPE_AGREEMENT = 0.5
 """Of the launches of kernels both runs run (weighted by the smaller count), the share launched
 with the same geometry must be at least this: most of the unchanged code runs on the same sizes.
 A majority rule, not a fitted value; measured values are in docs/gate.md."""
+
+COUNT_TOLERANCE = 0.1
+"""A kernel runs "as many times per step" in both runs when its larger count per step is at most
+this much above the smaller. Measured: in all 11 repeat captures of one code (tests/gate/data/
+repeats, the scenarios' ``*_repeat`` captures) every shared kernel's count per step is the same
+to the last digit; 10% leaves room for one launch more or less in a window of ten steps."""
+
+MIN_COUNT_AGREEMENT = 0.5
+"""Of the launches of kernels both runs run (weighted by the smaller count per step), the share
+whose count per step agrees (`COUNT_TOLERANCE`) must be at least this: most of the unchanged code
+runs as often per step. A majority rule, like `MIN_SHAPE_AGREEMENT`. Measured: repeat captures
+100%; the scenarios' fixed and bad variants 84-100% (unfused-attention's softmax path the
+lowest); the per-step share of a run whose step ranges are each cut in two is 0-3%."""
 
 MIN_OP_SIMILARITY = 0.3
 """Host operators with their input shapes, `similarity` as for kernels, and the same floor."""
@@ -144,6 +162,25 @@ def shape_agreement(base: GateInput, cand: GateInput) -> float | None:
     return num / den if den else None
 
 
+def count_agreement(base: GateInput, cand: GateInput) -> float | None:
+    """Of the kernels both runs launch, the share of launches (weighted by the smaller count
+    per step) whose count per step agrees within `COUNT_TOLERANCE`. None when no kernel is
+    launched by both."""
+    a = {k.name: k.count_per_step for k in base.kernels if k.count_per_step > 0}
+    b = {k.name: k.count_per_step for k in cand.kernels if k.count_per_step > 0}
+    num = den = 0.0
+    for name in a.keys() & b.keys():
+        low, high = sorted((a[name], b[name]))
+        den += low
+        if high <= low * (1 + COUNT_TOLERANCE):
+            num += low
+    return num / den if den else None
+
+
+COUNTS = "launches per step of the kernels both run"
+"""How `count_agreement` is named in the verdict's notes and refusals."""
+
+
 def _evidence(base: GateInput, cand: GateInput
               ) -> tuple[list[tuple[str, float, float]], list[str], str | None]:
     """(what, similarity, floor) for each kind of evidence both runs carry; notes; and why the
@@ -164,6 +201,9 @@ def _evidence(base: GateInput, cand: GateInput
         shapes = shape_agreement(base, cand)
         if shapes is not None:
             checks.append(("launch shapes of the kernels both run", shapes, MIN_SHAPE_AGREEMENT))
+        counts = count_agreement(base, cand)
+        if counts is not None:
+            checks.append((COUNTS, counts, MIN_COUNT_AGREEMENT))
     if (not checks or hidden) and base.ops and cand.ops:
         ops = similarity_of_ops(base, cand)
         checks.append(("host operators with their input shapes", ops, MIN_OP_SIMILARITY))
@@ -197,9 +237,12 @@ def check_same_workload(base: GateInput, cand: GateInput) -> list[str]:
     checks, notes, hidden = _evidence(base, cand)
     for how, value, floor in checks:
         if value < floor:
+            hint = (": the steps do not hold the same work (step ranges cut into pieces or "
+                    "moved?); the same workload runs its kernels as often per step"
+                    if how == COUNTS else "")
             raise AnalysisError(
                 f"different workloads: {how}: {value:.0%} alike (at least {floor:.0%} "
-                "expected for two runs of the same training step)")
+                f"expected for two runs of the same training step){hint}")
     if hidden and not any(how.startswith("host operators") for how, _, _ in checks):
         raise AnalysisError(
             f"cannot tell whether these runs are the same workload: {hidden}, and no host "

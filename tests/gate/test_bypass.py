@@ -40,7 +40,7 @@ def _timed(e: Any) -> bool:
 
 
 def _is_step(e: dict[str, Any]) -> bool:
-    return e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")
+    return e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
 
 
 def _scaled(trace: dict[str, Any], k: float, t0: float | None = None, offset: float = 0.0,
@@ -98,3 +98,79 @@ def test_a_regression_after_the_first_thirty_steps_fails(base, tmp_path):
     capped = _gate(BASE, cand, "--max-steps", "30")
     assert "30 of 69 steady steps" in capped.stdout, capped.stdout
     assert "judged on 30 of 69 steady steps" in capped.stdout
+
+
+def _slow(base: dict[str, Any]) -> dict[str, Any]:
+    """Every timestamp and duration x1.3: the gate fails it as it stands."""
+    return {**base, "traceEvents": _untimed(base) + _scaled(base, 1.3)}
+
+
+def _cut(trace: dict[str, Any], pieces: int) -> dict[str, Any]:
+    """Each step range replaced by ``pieces`` ranges end to end, nothing else changed."""
+    out, k = [], 0
+    for e in trace["traceEvents"]:
+        if not (isinstance(e, dict) and _is_step(e)):
+            out.append(e)
+            continue
+        for j in range(pieces):
+            out.append({**e, "ts": e["ts"] + j * e["dur"] / pieces, "dur": e["dur"] / pieces,
+                        "name": f"ProfilerStep#{100 + k}"})
+            k += 1
+    return {**trace, "traceEvents": out}
+
+
+@pytest.mark.parametrize("pieces", [2, 3])
+def test_step_ranges_cut_into_pieces_fail_closed(base, tmp_path, pieces):
+    """A "step" holding half (a third) of the step's kernels was 38% faster and passed: the
+    kernel mix is the same set, only each kernel's count per step is divided."""
+    cand = _write(_cut(_slow(base), pieces), tmp_path / "cand.json.gz")
+    r = _gate(BASE, cand)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "launches per step of the kernels both run: 0% alike" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_nvtx_step_ranges_cut_in_two_fail_closed(tmp_path):
+    """The nsys capture of the same run, its NVTX "step N" ranges each cut in two."""
+    import shutil
+    import sqlite3
+
+    src = SCENARIOS / "host-sync" / "good" / "nsys.sqlite.gz"
+    base, cand = tmp_path / "base.sqlite", tmp_path / "cand.sqlite"
+    with gzip.open(src, "rb") as f, base.open("wb") as out:
+        shutil.copyfileobj(f, out)
+    shutil.copy(base, cand)
+    con = sqlite3.connect(cand)
+    t0 = con.execute("SELECT min(start) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0]
+    for (table,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall():
+        cols = {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+        if "start" in cols:  # every time x1.3
+            sets = [f"start = {t0} + CAST((start - {t0}) * 1.3 AS INTEGER)"]
+            if "end" in cols:
+                sets.append(f'"end" = {t0} + CAST(("end" - {t0}) * 1.3 AS INTEGER)')
+            con.execute(f"UPDATE {table} SET {', '.join(sets)}")
+    con.executescript("""
+        CREATE TEMP TABLE s AS SELECT rowid AS r FROM NVTX_EVENTS WHERE text LIKE 'step %';
+        INSERT INTO NVTX_EVENTS(start, "end", eventType, text, globalTid)
+            SELECT start + ("end" - start) / 2, "end", eventType, 'step ' || (1000 + rowid),
+                   globalTid FROM NVTX_EVENTS WHERE rowid IN (SELECT r FROM s);
+        UPDATE NVTX_EVENTS SET "end" = start + ("end" - start) / 2, text = 'step ' || (2000 + rowid)
+            WHERE rowid IN (SELECT r FROM s);
+    """)
+    con.commit()
+    con.close()
+    r = _gate(base, cand)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "launches per step of the kernels both run" in r.stderr
+
+
+def test_a_job_whose_step_ranges_are_cut_in_three_fails_closed(tmp_path):
+    """The job gate checks each rank's workload the same way (`advisor.gate.job`)."""
+    jobs = SCENARIOS.parent / "jobs" / "h200x2-ddp" / "torch"
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    for rank in ("rank0.json.gz", "rank1.json.gz"):
+        _write(_cut(_load(jobs / "slow-rank" / rank), 3), cand / rank)
+    r = _gate(jobs / "baseline", cand)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "launches per step of the kernels both run" in r.stdout
