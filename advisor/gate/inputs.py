@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import zlib
 from collections.abc import Mapping
@@ -88,6 +89,11 @@ class GateInput:
     # Steady steps the trace holds (its steps less the warm-up); more than `step_times_ms` holds
     # when the analysis loaded a window of them (``--max-steps``); 0 when the result lacks it
     steps_held: int = 0
+    # The process whose steps these are, how it was chosen ("most steps" or "--pid") and how
+    # many processes with steps or GPU work the trace holds (0: unknown, a result without them)
+    pid: int | None = None
+    chosen_by: str = ""
+    processes: int = 0
 
     @property
     def steps_judged(self) -> str:
@@ -237,7 +243,25 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         step_basis_ratio=_basis_ratio(data, times),
         tried=read_tried(data, path),
         steps_held=_steps_held(steps),
+        **_process(steps),
     )
+
+
+_PROCESSES = re.compile(r"the one with the most steps of (\d+) processes")
+
+
+def _process(steps: dict[str, Any]) -> dict[str, Any]:
+    """Which process the steps are of, how it was chosen, and of how many processes. The
+    count is the one the step description gives (`advisor.engine.step_basis.StepBasis`): one
+    process unless it names more, and unknown when a --pid choice does not say."""
+    det = steps.get("detection")
+    if not isinstance(det, dict) or det.get("pid") is None:
+        return {}
+    pid, chosen_by = det.get("pid"), str(det.get("chosen_by") or "")
+    match = _PROCESSES.search(str(det.get("description") or ""))
+    processes = int(match.group(1)) if match else (1 if chosen_by == "most steps" else 0)
+    return {"pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+            "chosen_by": chosen_by, "processes": processes}
 
 
 def _steps_held(steps: dict[str, Any]) -> int:

@@ -225,10 +225,26 @@ def check_comparable(base: GateInput, cand: GateInput) -> list[str]:
             f"cannot compare captures of different profilers ({base.trace_format} and "
             f"{cand.trace_format}): "
             "profilers time the step differently; capture both runs the same way")
+    check_same_process(base, cand)
     if base.gpus and cand.gpus and set(base.gpus) != set(cand.gpus):
         raise AnalysisError(f"different GPUs: baseline ran on {', '.join(sorted(set(base.gpus)))}, "
                             f"candidate on {', '.join(sorted(set(cand.gpus)))}")
     return check_same_workload(base, cand)
+
+
+def check_same_process(base: GateInput, cand: GateInput) -> None:
+    """Raise `AnalysisError` when the two runs hold different numbers of processes and the
+    gate picked each run's process itself (the one with the most steps): a candidate carrying a
+    copy of the baseline in a second process with more steps had that copy compared, and its
+    own 30% slower steps passed unseen. ``--pid`` names the process instead."""
+    if "--pid" in (base.chosen_by, cand.chosen_by) or not (base.processes and cand.processes):
+        return
+    if base.processes != cand.processes:
+        raise AnalysisError(
+            f"the runs hold {base.processes} and {cand.processes} processes with steps or GPU "
+            f"work, so the process compared (baseline {base.pid}, candidate {cand.pid}, each "
+            "the one with the most steps) may not be the training process of both: name it "
+            "with --pid, or capture the training process alone; failing closed")
 
 
 def check_same_workload(base: GateInput, cand: GateInput) -> list[str]:

@@ -174,3 +174,27 @@ def test_a_job_whose_step_ranges_are_cut_in_three_fails_closed(tmp_path):
     r = _gate(jobs / "baseline", cand)
     assert r.exit_code == 2, r.stdout + r.stderr
     assert "launches per step of the kernels both run" in r.stdout
+
+
+def test_a_decoy_process_with_more_steps_fails_closed(base, tmp_path):
+    """The slow run plus two copies of the baseline in a second process (host pid 9000, GPU
+    pid 1), after it: the gate compared the copy (the process with the most steps) and passed
+    at +0.0%. Named with --pid, the slow process is compared and fails."""
+    events = [e for e in base["traceEvents"] if _timed(e)]
+    t0 = min(e["ts"] for e in events)
+    span = max(e["ts"] + (e.get("dur") or 0) for e in events) - t0
+    out = _untimed(base) + _scaled(base, 1.3)
+    for i in range(2):
+        for e in _scaled(base, 1.0, t0, span * (1.4 + 1.05 * i), step_offset=13 * i,
+                         id_offset=10**6 * (i + 1)):
+            e["pid"] = {1037: 9000, 0: 1}.get(e.get("pid"), e.get("pid"))
+            if e.get("tid") == 1037:
+                e["tid"] = 9000
+            out.append(e)
+    cand = _write({**base, "traceEvents": out}, tmp_path / "cand.json.gz")
+    r = _gate(BASE, cand)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "the runs hold 1 and 2 processes" in r.stderr and "--pid" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    named = _gate(BASE, cand, "--pid", "1037")
+    assert named.exit_code == 1, named.stdout + named.stderr
