@@ -145,17 +145,45 @@ def _numbers(values: Any, path: str = "", where: str = "") -> tuple[float, ...]:
                  if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
+MIN_STEP_MS = 1e-6
+"""A step time under one nanosecond (the finest clock of any profiler read) was not measured."""
+MAX_STEP_MS = 1e9
+"""Eleven days: no training step is longer; larger numbers (up to 1.8e308) overflowed the mean."""
+
+
 def _times(values: Any, path: str, key: str) -> tuple[float, ...]:
-    """Step times: every one a positive finite number, or the input is refused."""
+    """Step times: every one a finite number from `MIN_STEP_MS` to `MAX_STEP_MS`, or the input
+    is refused."""
     out = []
     for v in values or ():
         if v is None and key == "times_ms":
             continue  # steps with no time in results that predate the gate (read as absent)
-        if not _finite(v) or v <= 0:
+        if not _finite(v) or not MIN_STEP_MS <= v <= MAX_STEP_MS:
             raise TraceFormatError(f"{path}: steps.{key} holds {v!r}: step times must be "
-                                   "positive numbers")
+                                   f"numbers from {MIN_STEP_MS:g} to {MAX_STEP_MS:g} ms")
         out.append(float(v))
     return tuple(out)
+
+
+def _check_consistent(steps: dict[str, Any], times: tuple[float, ...], path: str) -> None:
+    """A result's steady steps agree with its own summary of them (`advisor analyze --json`
+    writes both from the same steps): their number is ``steps.analysed``, their median
+    ``steps.median_ms``, and ``gpu_busy_times_ms`` holds one time per step. A result that
+    contradicts itself (steps duplicated or added to the list) is refused, not judged."""
+    analysed, median = steps.get("analysed"), steps.get("median_ms")
+    if isinstance(analysed, int) and not isinstance(analysed, bool) and analysed != len(times):
+        raise TraceFormatError(f"{path}: steps.steady_times_ms holds {len(times)} steps but "
+                               f"steps.analysed says {analysed}: the result contradicts itself")
+    if times and _finite(median) and not math.isclose(statistics.median(times), median,
+                                                      rel_tol=1e-3, abs_tol=1e-3):
+        raise TraceFormatError(f"{path}: the median of steps.steady_times_ms is "
+                               f"{statistics.median(times):.6g} ms but steps.median_ms says "
+                               f"{median:.6g}: the result contradicts itself")
+    busy = steps.get("gpu_busy_times_ms")
+    if isinstance(busy, list) and busy and len(busy) != len(times):
+        raise TraceFormatError(f"{path}: steps.gpu_busy_times_ms holds {len(busy)} steps and "
+                               f"steps.steady_times_ms {len(times)}: the result contradicts "
+                               "itself")
 
 
 def _mapping(values: Any, path: str = "", where: str = "") -> dict[str, float]:
@@ -207,7 +235,9 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         raise TraceFormatError(f"{path}: not a complete advisor result (no {e.args[0]!r})") from e
     notes: list[str] = []
     times = _times(steps.get("steady_times_ms"), path, "steady_times_ms")
-    if "steady_times_ms" not in steps:
+    if "steady_times_ms" in steps:
+        _check_consistent(steps, times, path)
+    else:
         warm = int(steps.get("warmup") or 0)
         times = _times(steps.get("times_ms"), path, "times_ms")[warm:]
         notes.append(f"{path}: result predates `advisor gate`; steady steps taken as times_ms "

@@ -198,3 +198,34 @@ def test_a_decoy_process_with_more_steps_fails_closed(base, tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
     named = _gate(BASE, cand, "--pid", "1037")
     assert named.exit_code == 1, named.stdout + named.stderr
+
+
+def _forged(tmp_path: Path, name: str, **steps: Any) -> Path:
+    """The baseline's saved result with ``steps`` keys replaced."""
+    from .conftest import analysed
+
+    data = copy.deepcopy(analysed(BASE))
+    data["steps"].update(steps)
+    out = tmp_path / f"{name}.json"
+    out.write_text(json.dumps(data))
+    return out
+
+
+@pytest.mark.parametrize("name, change, reason", [
+    ("maxfloat", lambda t: [1.7976931348623157e308] * len(t), "step times must be numbers"),
+    ("denormal", lambda t: [5e-324] * len(t), "step times must be numbers"),
+    ("tiny_added", lambda t: t + [1e-9] * 40, "step times must be numbers"),
+    ("dup5", lambda t: t * 5, "the result contradicts itself"),
+    ("scaled", lambda t: [x / 1.3 for x in t], "the result contradicts itself"),
+])
+def test_a_saved_result_that_contradicts_itself_fails_closed(tmp_path, name, change, reason):
+    """Steady steps forged in a saved result: a float overflow was a traceback, and steps
+    duplicated, added or shrunk (sub-nanosecond) against the result's own summary passed."""
+    from .conftest import analysed
+
+    times = analysed(BASE)["steps"]["steady_times_ms"]
+    good = _forged(tmp_path, "good")
+    r = _gate(good, _forged(tmp_path, name, steady_times_ms=change(list(times))))
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert reason in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
