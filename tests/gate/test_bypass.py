@@ -130,8 +130,9 @@ def test_step_ranges_cut_into_pieces_fail_closed(base, tmp_path, pieces):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_nvtx_step_ranges_cut_in_two_fail_closed(tmp_path):
-    """The nsys capture of the same run, its NVTX "step N" ranges each cut in two."""
+def _slow_nsys(tmp_path: Path, steps_sql: str) -> tuple[Path, Path]:
+    """The nsys capture of the host-sync fixed run (baseline) and a copy with every time x1.3
+    and ``steps_sql`` run on it (candidate)."""
     import shutil
     import sqlite3
 
@@ -149,7 +150,15 @@ def test_nvtx_step_ranges_cut_in_two_fail_closed(tmp_path):
             if "end" in cols:
                 sets.append(f'"end" = {t0} + CAST(("end" - {t0}) * 1.3 AS INTEGER)')
             con.execute(f"UPDATE {table} SET {', '.join(sets)}")
-    con.executescript("""
+    con.executescript(steps_sql)
+    con.commit()
+    con.close()
+    return base, cand
+
+
+def test_nvtx_step_ranges_cut_in_two_fail_closed(tmp_path):
+    """The nsys capture of the same run, its NVTX "step N" ranges each cut in two."""
+    base, cand = _slow_nsys(tmp_path, """
         CREATE TEMP TABLE s AS SELECT rowid AS r FROM NVTX_EVENTS WHERE text LIKE 'step %';
         INSERT INTO NVTX_EVENTS(start, "end", eventType, text, globalTid)
             SELECT start + ("end" - start) / 2, "end", eventType, 'step ' || (1000 + rowid),
@@ -157,8 +166,6 @@ def test_nvtx_step_ranges_cut_in_two_fail_closed(tmp_path):
         UPDATE NVTX_EVENTS SET "end" = start + ("end" - start) / 2, text = 'step ' || (2000 + rowid)
             WHERE rowid IN (SELECT r FROM s);
     """)
-    con.commit()
-    con.close()
     r = _gate(base, cand)
     assert r.exit_code == 2, r.stdout + r.stderr
     assert "launches per step of the kernels both run" in r.stderr
@@ -229,3 +236,26 @@ def test_a_saved_result_that_contradicts_itself_fails_closed(tmp_path, name, cha
     assert r.exit_code == 2, r.stdout + r.stderr
     assert reason in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("late", [0.15, 0.25])
+def test_step_ranges_starting_late_fail_closed(base, tmp_path, late):
+    """Each step range starts 15-25% late (same end): each step's forward falls between the
+    steps, and the shortened steps of a 30% slower run passed ("forward -100%")."""
+    trace = _slow(base)
+    for e in trace["traceEvents"]:
+        if isinstance(e, dict) and _is_step(e):
+            e["ts"] += e["dur"] * late
+            e["dur"] *= 1 - late
+    r = _gate(BASE, _write(trace, tmp_path / "cand.json.gz"))
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "the steps do not cover the same work" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_nvtx_step_ranges_starting_late_fail_closed(tmp_path):
+    base, cand = _slow_nsys(tmp_path, """UPDATE NVTX_EVENTS
+        SET start = start + CAST(("end" - start) * 0.15 AS INTEGER) WHERE text LIKE 'step %';""")
+    r = _gate(base, cand)
+    assert r.exit_code == 2, r.stdout + r.stderr
+    assert "the steps do not cover the same work" in r.stderr
