@@ -17,6 +17,9 @@ from advisor.commands.numbers import FiniteFloatRange
 from advisor.errors import AdvisorError, AnalysisError
 from advisor.ingest.base import LoadOptions
 
+ALL_STEPS = 2**62
+"""``max_steps`` that loads every step of a trace (the loaders' window then holds them all)."""
+
 
 def _is_job(p: Path) -> bool:
     """A folder or a glob of rank traces is a distributed job."""
@@ -59,6 +62,9 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: L
               help="The ranges that are the steps in both traces (see `advisor analyze`).")
 @click.option("--pid", type=click.IntRange(min=0, max=2**63 - 1),
               help="The process (rank) to compare in both traces.")
+@click.option("--max-steps", "max_steps", type=click.IntRange(min=1, max=10**9),
+              help="Judge only this many steady steps of each trace (a huge trace); the "
+                   "verdict says how many of how many. Default: every step the trace holds.")
 @click.option("--step-times", "step_times", default="auto", show_default=True,
               type=click.Choice(["auto", "profiled", "tried"]),
               help="Which steps the step time is judged on: the plain `advisor profile --try` "
@@ -67,7 +73,7 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: L
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
             json_out: Path | None, step_pattern: str | None, pid: int | None,
-            step_times: str = "auto") -> int:
+            step_times: str = "auto", max_steps: int | None = None) -> int:
     """Compare two runs of one training step (traces or `advisor analyze --json` results)
     and decide whether CANDIDATE may replace BASELINE. Folders or globs of rank traces compare
     two distributed jobs by the job's step and name the rank and collective that regressed.
@@ -76,6 +82,10 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
     compare (unreadable input, no steps, different workloads, too few or too noisy steps).
     """
     from advisor.gate.outputs import OutputRequest, check_requested, clear_outputs
+
+    # The gate judges every step a trace holds: a window of the first steps (`advisor
+    # analyze`'s default) let a regression after them pass.
+    steps_cap = max_steps if max_steps is not None else ALL_STEPS
 
     request = OutputRequest(markdown_out, junit_out, json_out)
     check_requested((baseline, candidate), request)
@@ -97,7 +107,8 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
             raise AnalysisError(message)
         try:
             return _job_gate(baseline, candidate, threshold / 100,
-                             LoadOptions(step_pattern=step_pattern), github_annotations)
+                             LoadOptions(step_pattern=step_pattern, max_steps=steps_cap),
+                             github_annotations)
         except AdvisorError as e:
             if github_annotations and not str(e).startswith("gate inconclusive"):
                 from advisor.gate.render.github import render_error_annotation
@@ -116,7 +127,7 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
                         allow=frozenset(k for r in allowed for k in (r.name, r.code)),
                         step_times=step_times)
         result = gate(str(baseline), str(candidate), policy,
-                      LoadOptions(step_pattern=step_pattern, pid=pid))
+                      LoadOptions(step_pattern=step_pattern, pid=pid, max_steps=steps_cap))
         write_outputs(result, request)
     except AdvisorError as e:
         _fail_closed(str(e), request, github_annotations)

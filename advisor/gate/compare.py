@@ -250,6 +250,9 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
     notes = check_comparable(base, cand)
     for x, role in ((base, "baseline"), (cand, "candidate")):
         notes.extend(f"{role}: {n}" for n in x.notes)
+        if x.steps_held > len(x.step_times_ms):
+            notes.append(f"{role}: judged on {x.steps_judged} it holds (a window of them was "
+                         "analysed: --max-steps); steps outside it were not judged")
     codes = _rule_codes()
     unprofiled, evidence = step_evidence(base.tried, cand.tried, policy.step_times)
     notes.extend(evidence)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import zlib
 from collections.abc import Mapping
@@ -85,6 +86,21 @@ class GateInput:
     # `advisor profile --try`'s plain runs and measured fixes (`advisor.gate.tried`); None when
     # the run is not a --try result
     tried: TriedRuns | None = None
+    # Steady steps the trace holds (its steps less the warm-up); more than `step_times_ms` holds
+    # when the analysis loaded a window of them (``--max-steps``); 0 when the result lacks it
+    steps_held: int = 0
+    # The process whose steps these are, how it was chosen ("most steps" or "--pid") and how
+    # many processes with steps or GPU work the trace holds (0: unknown, a result without them)
+    pid: int | None = None
+    chosen_by: str = ""
+    processes: int = 0
+
+    @property
+    def steps_judged(self) -> str:
+        """"9 steady steps", or "30 of 69 steady steps" when only a window of them was judged."""
+        n = len(self.step_times_ms)
+        return f"{n} of {self.steps_held} steady steps" if self.steps_held > n else \
+            f"{n} steady steps"
 
     @property
     def step_ms(self) -> float:
@@ -129,17 +145,45 @@ def _numbers(values: Any, path: str = "", where: str = "") -> tuple[float, ...]:
                  if isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
+MIN_STEP_MS = 1e-6
+"""A step time under one nanosecond (the finest clock of any profiler read) was not measured."""
+MAX_STEP_MS = 1e9
+"""Eleven days: no training step is longer; larger numbers (up to 1.8e308) overflowed the mean."""
+
+
 def _times(values: Any, path: str, key: str) -> tuple[float, ...]:
-    """Step times: every one a positive finite number, or the input is refused."""
+    """Step times: every one a finite number from `MIN_STEP_MS` to `MAX_STEP_MS`, or the input
+    is refused."""
     out = []
     for v in values or ():
         if v is None and key == "times_ms":
             continue  # steps with no time in results that predate the gate (read as absent)
-        if not _finite(v) or v <= 0:
+        if not _finite(v) or not MIN_STEP_MS <= v <= MAX_STEP_MS:
             raise TraceFormatError(f"{path}: steps.{key} holds {v!r}: step times must be "
-                                   "positive numbers")
+                                   f"numbers from {MIN_STEP_MS:g} to {MAX_STEP_MS:g} ms")
         out.append(float(v))
     return tuple(out)
+
+
+def _check_consistent(steps: dict[str, Any], times: tuple[float, ...], path: str) -> None:
+    """A result's steady steps agree with its own summary of them (`advisor analyze --json`
+    writes both from the same steps): their number is ``steps.analysed``, their median
+    ``steps.median_ms``, and ``gpu_busy_times_ms`` holds one time per step. A result that
+    contradicts itself (steps duplicated or added to the list) is refused, not judged."""
+    analysed, median = steps.get("analysed"), steps.get("median_ms")
+    if isinstance(analysed, int) and not isinstance(analysed, bool) and analysed != len(times):
+        raise TraceFormatError(f"{path}: steps.steady_times_ms holds {len(times)} steps but "
+                               f"steps.analysed says {analysed}: the result contradicts itself")
+    if times and _finite(median) and not math.isclose(statistics.median(times), median,
+                                                      rel_tol=1e-3, abs_tol=1e-3):
+        raise TraceFormatError(f"{path}: the median of steps.steady_times_ms is "
+                               f"{statistics.median(times):.6g} ms but steps.median_ms says "
+                               f"{median:.6g}: the result contradicts itself")
+    busy = steps.get("gpu_busy_times_ms")
+    if isinstance(busy, list) and busy and len(busy) != len(times):
+        raise TraceFormatError(f"{path}: steps.gpu_busy_times_ms holds {len(busy)} steps and "
+                               f"steps.steady_times_ms {len(times)}: the result contradicts "
+                               "itself")
 
 
 def _mapping(values: Any, path: str = "", where: str = "") -> dict[str, float]:
@@ -191,7 +235,9 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         raise TraceFormatError(f"{path}: not a complete advisor result (no {e.args[0]!r})") from e
     notes: list[str] = []
     times = _times(steps.get("steady_times_ms"), path, "steady_times_ms")
-    if "steady_times_ms" not in steps:
+    if "steady_times_ms" in steps:
+        _check_consistent(steps, times, path)
+    else:
         warm = int(steps.get("warmup") or 0)
         times = _times(steps.get("times_ms"), path, "times_ms")[warm:]
         notes.append(f"{path}: result predates `advisor gate`; steady steps taken as times_ms "
@@ -226,7 +272,35 @@ def from_dict(data: dict[str, Any], path: str, kind: str) -> GateInput:
         ops=_mapping(steps.get("ops_per_step"), path, "steps.ops_per_step"),
         step_basis_ratio=_basis_ratio(data, times),
         tried=read_tried(data, path),
+        steps_held=_steps_held(steps),
+        **_process(steps),
     )
+
+
+_PROCESSES = re.compile(r"the one with the most steps of (\d+) processes")
+
+
+def _process(steps: dict[str, Any]) -> dict[str, Any]:
+    """Which process the steps are of, how it was chosen, and of how many processes. The
+    count is the one the step description gives (`advisor.engine.step_basis.StepBasis`): one
+    process unless it names more, and unknown when a --pid choice does not say."""
+    det = steps.get("detection")
+    if not isinstance(det, dict) or det.get("pid") is None:
+        return {}
+    pid, chosen_by = det.get("pid"), str(det.get("chosen_by") or "")
+    match = _PROCESSES.search(str(det.get("description") or ""))
+    processes = int(match.group(1)) if match else (1 if chosen_by == "most steps" else 0)
+    return {"pid": pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+            "chosen_by": chosen_by, "processes": processes}
+
+
+def _steps_held(steps: dict[str, Any]) -> int:
+    """The steady steps the trace holds: its steps less the warm-up (0 when unknown)."""
+    count, warm = steps.get("count"), steps.get("warmup") or 0
+    if not isinstance(count, int) or isinstance(count, bool) or not isinstance(warm, int) \
+            or isinstance(warm, bool):
+        return 0
+    return max(0, count - max(0, warm))
 
 
 def _basis_ratio(data: dict[str, Any], times: tuple[float, ...]) -> float:

@@ -17,6 +17,11 @@ without meaning, and a pass would let anything through. The checks:
   - the kernels' shapes: the kernels both runs launch, launched with the same grid and block
     (the size of the tensors they run on). Another model in the same harness runs the same
     elementwise and normalisation kernels on other sizes; a fix elsewhere leaves them alone;
+  - the work per step: the kernels both runs launch, launched as many times per step. A fix
+    changes some kernels' counts (a loop vectorised, a kernel fused away) and leaves the rest
+    of the step alone; step ranges cut into pieces divide every kernel's count per step by the
+    number of pieces, so a "step" of half the work was judged 38% faster although every kernel
+    ran 30% slower;
   - when there is no kernel evidence (runs without GPU work, or results that lack the kernel
     list), the host operators with their input shapes (torch.profiler's aten ops): the model's
     identity on the host. Not otherwise: a fix legitimately rewrites the host side (a loss loop
@@ -45,6 +50,19 @@ MIN_SHAPE_AGREEMENT = 0.5
 """Of the launches of kernels both runs run (weighted by the smaller count), the share launched
 with the same geometry must be at least this: most of the unchanged code runs on the same sizes.
 A majority rule, not a fitted value; measured values are in docs/gate.md."""
+
+COUNT_TOLERANCE = 0.1
+"""A kernel runs "as many times per step" in both runs when its larger count per step is at most
+this much above the smaller. Measured: in all 11 repeat captures of one code (tests/gate/data/
+repeats, the scenarios' ``*_repeat`` captures) every shared kernel's count per step is the same
+to the last digit; 10% leaves room for one launch more or less in a window of ten steps."""
+
+MIN_COUNT_AGREEMENT = 0.5
+"""Of the launches of kernels both runs run (weighted by the smaller count per step), the share
+whose count per step agrees (`COUNT_TOLERANCE`) must be at least this: most of the unchanged code
+runs as often per step. A majority rule, like `MIN_SHAPE_AGREEMENT`. Measured: repeat captures
+100%; the scenarios' fixed and bad variants 84-100% (unfused-attention's softmax path the
+lowest); the per-step share of a run whose step ranges are each cut in two is 0-3%."""
 
 MIN_OP_SIMILARITY = 0.3
 """Host operators with their input shapes, `similarity` as for kernels, and the same floor."""
@@ -144,6 +162,25 @@ def shape_agreement(base: GateInput, cand: GateInput) -> float | None:
     return num / den if den else None
 
 
+def count_agreement(base: GateInput, cand: GateInput) -> float | None:
+    """Of the kernels both runs launch, the share of launches (weighted by the smaller count
+    per step) whose count per step agrees within `COUNT_TOLERANCE`. None when no kernel is
+    launched by both."""
+    a = {k.name: k.count_per_step for k in base.kernels if k.count_per_step > 0}
+    b = {k.name: k.count_per_step for k in cand.kernels if k.count_per_step > 0}
+    num = den = 0.0
+    for name in a.keys() & b.keys():
+        low, high = sorted((a[name], b[name]))
+        den += low
+        if high <= low * (1 + COUNT_TOLERANCE):
+            num += low
+    return num / den if den else None
+
+
+COUNTS = "launches per step of the kernels both run"
+"""How `count_agreement` is named in the verdict's notes and refusals."""
+
+
 def _evidence(base: GateInput, cand: GateInput
               ) -> tuple[list[tuple[str, float, float]], list[str], str | None]:
     """(what, similarity, floor) for each kind of evidence both runs carry; notes; and why the
@@ -164,6 +201,9 @@ def _evidence(base: GateInput, cand: GateInput
         shapes = shape_agreement(base, cand)
         if shapes is not None:
             checks.append(("launch shapes of the kernels both run", shapes, MIN_SHAPE_AGREEMENT))
+        counts = count_agreement(base, cand)
+        if counts is not None:
+            checks.append((COUNTS, counts, MIN_COUNT_AGREEMENT))
     if (not checks or hidden) and base.ops and cand.ops:
         ops = similarity_of_ops(base, cand)
         checks.append(("host operators with their input shapes", ops, MIN_OP_SIMILARITY))
@@ -185,10 +225,58 @@ def check_comparable(base: GateInput, cand: GateInput) -> list[str]:
             f"cannot compare captures of different profilers ({base.trace_format} and "
             f"{cand.trace_format}): "
             "profilers time the step differently; capture both runs the same way")
+    check_same_process(base, cand)
+    check_steps_cover_the_work(base, cand)
     if base.gpus and cand.gpus and set(base.gpus) != set(cand.gpus):
         raise AnalysisError(f"different GPUs: baseline ran on {', '.join(sorted(set(base.gpus)))}, "
                             f"candidate on {', '.join(sorted(set(cand.gpus)))}")
     return check_same_workload(base, cand)
+
+
+def check_same_process(base: GateInput, cand: GateInput) -> None:
+    """Raise `AnalysisError` when the two runs hold different numbers of processes and the
+    gate picked each run's process itself (the one with the most steps): a candidate carrying a
+    copy of the baseline in a second process with more steps had that copy compared, and its
+    own 30% slower steps passed unseen. ``--pid`` names the process instead."""
+    if "--pid" in (base.chosen_by, cand.chosen_by) or not (base.processes and cand.processes):
+        return
+    if base.processes != cand.processes:
+        raise AnalysisError(
+            f"the runs hold {base.processes} and {cand.processes} processes with steps or GPU "
+            f"work, so the process compared (baseline {base.pid}, candidate {cand.pid}, each "
+            "the one with the most steps) may not be the training process of both: name it "
+            "with --pid, or capture the training process alone; failing closed")
+
+
+MAX_BETWEEN_SHIFT = 0.05
+"""The share of a run's kernels (in its steady window) launched between its steps, not in one,
+may differ between the two runs by at most this. Measured: 0% in every one of the 145 fixture
+traces the golden tests analyse (scenario captures fixed and bad, nsys and torch.profiler,
+repeats, public models, job ranks); step ranges starting 15-25% late, so that each step's
+forward falls between steps, 18-22%."""
+
+
+def between_share(x: GateInput) -> float | None:
+    """Of the kernels a run launches in its steady window, the share launched between its steps
+    (None when the result predates the count)."""
+    between = x.counts.get("kernels_between_steps")
+    if between is None:
+        return None
+    total = between + x.counts.get("kernels", 0.0)
+    return between / total if total else 0.0
+
+
+def check_steps_cover_the_work(base: GateInput, cand: GateInput) -> None:
+    """Raise `AnalysisError` when the steps of one run leave out work the other's hold: step
+    ranges moved to start late put each step's forward between steps, and a candidate 30%
+    slower passed on its shortened steps (forward -100%)."""
+    b, c = between_share(base), between_share(cand)
+    if b is None or c is None or abs(c - b) <= MAX_BETWEEN_SHIFT:
+        return
+    raise AnalysisError(
+        f"the steps do not cover the same work: {c:.0%} of the candidate's kernels and {b:.0%} "
+        "of the baseline's are launched between steps, not in one (step ranges moved or cut "
+        "short?); failing closed")
 
 
 def check_same_workload(base: GateInput, cand: GateInput) -> list[str]:
@@ -197,9 +285,12 @@ def check_same_workload(base: GateInput, cand: GateInput) -> list[str]:
     checks, notes, hidden = _evidence(base, cand)
     for how, value, floor in checks:
         if value < floor:
+            hint = (": the steps do not hold the same work (step ranges cut into pieces or "
+                    "moved?); the same workload runs its kernels as often per step"
+                    if how == COUNTS else "")
             raise AnalysisError(
                 f"different workloads: {how}: {value:.0%} alike (at least {floor:.0%} "
-                "expected for two runs of the same training step)")
+                f"expected for two runs of the same training step){hint}")
     if hidden and not any(how.startswith("host operators") for how, _, _ in checks):
         raise AnalysisError(
             f"cannot tell whether these runs are the same workload: {hidden}, and no host "

@@ -33,6 +33,9 @@ COUNT_NAMES = (
     "pageable_copies",  # of which from or to pageable host memory
     "copy_bytes",
     "memsets",
+    # kernels launched between one steady step and the next (after a step's end, before the
+    # next one's start), per gap: step ranges that cover the step leave none there
+    "kernels_between_steps",
 )
 """Per-step counts, each the median over the steady steps (a one-off step does not move it)."""
 
@@ -97,8 +100,12 @@ class _CallIndex:
 
     def during(self, step: Step) -> list[ApiCall]:
         """Calls of the step's process (every thread: autograd's too) made during the step."""
-        starts, calls = self._by_pid.get(step.pid, ([], []))
-        return calls[bisect_left(starts, step.cpu_start_ns) : bisect_left(starts, step.cpu_end_ns)]
+        return self.between(step.pid, step.cpu_start_ns, step.cpu_end_ns)
+
+    def between(self, pid: int, start_ns: int, end_ns: int) -> list[ApiCall]:
+        """Calls of process ``pid`` made from ``start_ns`` up to ``end_ns``."""
+        starts, calls = self._by_pid.get(pid, ([], []))
+        return calls[bisect_left(starts, start_ns) : bisect_left(starts, end_ns)]
 
 
 def _window_ops(graph: OpGraph, starts: list[int], step: Step) -> list[GpuOp]:
@@ -178,6 +185,7 @@ def step_metrics(graph: OpGraph, rows: Sequence[StepBreakdown]) -> StepMetrics:
                     shapes[o.name][shape] += 1
                 if o.name not in categories:
                     categories[o.name] = classify(o).value
+    per_step["kernels_between_steps"] = _kernels_between(graph, index, linked, op_starts, steps)
     n = len(steps)
     kernels = tuple(
         KernelUse(name, categories[name], count / n, ns / n,
@@ -193,6 +201,26 @@ def step_metrics(graph: OpGraph, rows: Sequence[StepBreakdown]) -> StepMetrics:
         kernels=kernels,
         ops={k: c / n for k, c in sorted(frequent)},
     )
+
+
+def _kernels_between(graph: OpGraph, index: _CallIndex, linked: bool, op_starts: list[int],
+                     steps: Sequence[Step]) -> list[float]:
+    """Kernels launched in each gap between consecutive steps of one thread (launched by the
+    process's calls in the gap, or starting on the GPU in it when launches are not linked)."""
+    out: list[float] = []
+    for prev, nxt in itertools.pairwise(steps):
+        if (prev.pid, prev.tid) != (nxt.pid, nxt.tid):
+            continue
+        if linked:
+            ops = [o for c in index.between(prev.pid, prev.cpu_end_ns, nxt.cpu_start_ns)
+                   for o in graph.launched(c)]
+        else:
+            g0 = prev.gpu_end_ns if prev.gpu_end_ns is not None else prev.cpu_end_ns
+            g1 = nxt.gpu_start_ns if nxt.gpu_start_ns is not None else nxt.cpu_start_ns
+            ops = [o for o in graph.gpu_ops[bisect_left(op_starts, g0):bisect_left(op_starts, g1)]
+                   if o.pid == prev.pid]
+        out.append(float(sum(1 for o in ops if o.kind is GpuOpKind.KERNEL)))
+    return out or [0.0]
 
 
 def _operators(graph: OpGraph, step: Step, tids: Iterable[int]) -> list[CpuRange]:

@@ -66,6 +66,7 @@ def saved(tmp_path_factory) -> dict[str, Path]:
     data = json.loads(results["good"].read_text())
     for key in ("steady_times_ms", "gpu_busy_times_ms"):
         data["steps"][key] = [t * 10 for t in data["steps"][key]]
+    data["steps"]["median_ms"] *= 10  # the result agrees with itself (`inputs._check_consistent`)
     results["slow"] = out / "slow.json"
     results["slow"].write_text(json.dumps(data))
     return results
@@ -203,12 +204,17 @@ def test_a_hidden_mix_against_itself_cannot_decide_either(saved):
 
 def test_graph_node_kernels_still_identify_the_workload():
     """The same script traced per graph and per node: the kernels outside the replays (and the
-    nodes, on the other side) are the evidence, and the gate still compares."""
+    nodes, on the other side) are the evidence, and the gate still compares. Tracing every
+    node costs the profiler more: over all 38 and 39 steady steps the node trace is 7.5% slower
+    (significant; on the first 30 steps, all the gate judged before, +4.7%), so the verdict is
+    a comparison either way, never "cannot compare"."""
     graphs = ROOT / "fixtures" / "cuda-graphs"
-    run = run_cli(["gate", graphs / "train_graphtrace.sqlite.gz",
-                   graphs / "train_nodetrace.sqlite.gz"])
-    assert run.exit_code == 0, run.stdout + run.stderr
-    assert "same workload" in run.stdout
+    pair = (graphs / "train_graphtrace.sqlite.gz", graphs / "train_nodetrace.sqlite.gz")
+    for a, b in (pair, pair[::-1]):
+        run = run_cli(["gate", a, b])
+        assert run.exit_code in (0, 1), run.stdout + run.stderr
+        assert "same workload: kernels outside CUDA graph replays" in run.stdout
+    assert run.exit_code == 0  # node trace -> graph trace: faster
 
 
 # ----- the job gate checks the workload per rank, and annotates ---------------------------------

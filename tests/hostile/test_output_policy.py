@@ -299,6 +299,7 @@ def plant(data: dict, slower: float) -> dict:
         f["message"] = hostile("FINDINGTAG")
     for key in ("steady_times_ms", "gpu_busy_times_ms"):
         steps[key] = [t * slower for t in steps[key]]
+    steps["median_ms"] *= slower  # a result that agrees with itself
     return d
 
 

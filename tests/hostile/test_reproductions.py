@@ -110,6 +110,7 @@ def test_a_kernel_name_cannot_inject_a_workflow_command(saved, tmp_path):
         k["ms_per_step"] *= 3
     for key in ("steady_times_ms", "gpu_busy_times_ms"):  # a regression: kernels get listed
         cand["steps"][key] = [t * 1.5 for t in cand["steps"][key]]
+    cand["steps"]["median_ms"] *= 1.5  # a result that agrees with itself
     cand["trace"]["notes"].append("note" + INJECTED + "\r::warning::PWN")
     base = write_json(data, tmp_path / "base.json")
     bad = write_json(cand, tmp_path / ("cand" + INJECTED.replace("\n", "\r") + ".json"))

@@ -48,15 +48,20 @@ def run_names(base: str, cand: str) -> tuple[str, str]:
     return f"{base} (baseline)", f"{cand} (candidate)"  # the same file twice
 
 
+def _count(x) -> str:
+    """The run's steady steps judged ("30 of 69" when a window of them was)."""
+    return x.steps_judged.removesuffix(" steady steps")
+
+
 def render_markdown(result: GateResult) -> str:
     t, b, c = result.timing, result.baseline, result.candidate
     b_name, c_name = run_names(b.path, c.path)
     out = [f"## {ICON[result.status]} advisor gate: {TITLE[result.status]}", "",
            "| run | file | capture | steady steps | step | median step as traced |",
            "|---|---|---|---:|---:|---:|",
-           f"| baseline | {cell(b_name)} | {cell(b.trace_format)} | {len(b.step_times_ms)} | "
+           f"| baseline | {cell(b_name)} | {cell(b.trace_format)} | {_count(b)} | "
            f"{b.step_ms:.3f} ms | {b.median_ms:.3f} ms |",
-           f"| candidate | {cell(c_name)} | {cell(c.trace_format)} | {len(c.step_times_ms)} | "
+           f"| candidate | {cell(c_name)} | {cell(c.trace_format)} | {_count(c)} | "
            f"{c.step_ms:.3f} ms | {c.median_ms:.3f} ms |", "",
            f"**Step time:** {t.change:+.1%} (Hodges-Lehmann shift {t.shift_ms:+.3f} ms, "
            f"Mann-Whitney p={t.p_value:.2g} over {t.n_base} and {t.n_cand} {t.source}, "

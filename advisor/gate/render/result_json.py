@@ -18,7 +18,8 @@ GATE_SCHEMA_VERSION = "1.0"
 
 def _run(x: GateInput) -> dict[str, Any]:
     return {"path": x.path, "kind": x.kind, "format": x.trace_format, "gpus": list(x.gpus),
-            "steady_steps": len(x.step_times_ms), "median_ms": round(x.median_ms, 4),
+            "steady_steps": len(x.step_times_ms),
+            "steady_steps_held": max(x.steps_held, len(x.step_times_ms)), "median_ms": round(x.median_ms, 4),
             "step_ms": round(x.step_ms, 4)}
 
 

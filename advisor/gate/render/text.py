@@ -27,7 +27,7 @@ HEADLINE = {
 def _run(role: str, x: GateInput) -> list[str]:
     """The run's lines: each its own line of the verdict (a newline inside one would become the
     policy's ``?``)."""
-    lines = [f"  {role:<9} {x.path} ({x.trace_format}, {len(x.step_times_ms)} steady steps, "
+    lines = [f"  {role:<9} {x.path} ({x.trace_format}, {x.steps_judged}, "
              f"step {x.step_ms:.3f} ms, median {x.median_ms:.3f} ms as traced)"]
     if x.steps_described:
         lines.append(f"  {'':<9} {x.steps_described}")
