@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping
 from itertools import pairwise
 from typing import ClassVar
 
+from advisor.rules.compiler_fusion import fusion_effects
+
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import Effect, SetOpDurations
 from advisor.engine.gpus import GpuSpec, trace_gpu
@@ -27,7 +29,6 @@ from advisor.graph.gemm_shapes import GEMM_OPERATORS, candidate_sizes, operator_
 from advisor.graph.kernels import KernelCategory, classify, input_shapes, op_precision, short_name
 from advisor.graph.model import GpuOp, GpuOpKind, OpGraph
 from advisor.graph.queries import per_step, steps_ops, uses_cuda_graphs
-from advisor.rules.compiler_fusion import fusion_effects
 
 FP8_MIN_GEMM_NS = 50_000
 """Only GEMMs at least this long on H100 (>= ~35 GFLOP at the BF16 rate) are candidates."""
