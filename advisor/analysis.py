@@ -23,10 +23,8 @@ from advisor.engine.registry import load_rules
 from advisor.engine.rule import Estimate, Finding
 from advisor.engine.runner import RuleResults, run_rules
 from advisor.gc_pause import gc_paused
-from advisor.graph.exposed_comm import exposed_comm_note
-from advisor.graph.hidden_kernels import hidden_kernel_note
+from advisor.graph.blind_spots import blind_spots
 from advisor.graph.model import OpGraph, StepSource
-from advisor.graph.no_training import no_training_note
 from advisor.graph.source_lines import SourceAttribution, attribute, attribute_findings
 from advisor.graph.step_breakdown import Summary, summarize
 from advisor.ingest.base import LoadOptions, load_trace
@@ -154,11 +152,7 @@ def analyze_input(inputs: AnalysisInput, ruled: RulePass | None = None) -> Analy
         raise ValueError("the rule pass was run on other inputs (graph, settings, host facts "
                          "or calibration) than these")
     results, run, warnings = ruled.results, None, inputs.notes
-    for note in (hidden_kernel_note(inputs.graph, ruled.context.steps),
-                 exposed_comm_note(inputs.graph, ruled.context.steps),
-                 no_training_note(inputs.graph, ruled.context.steps)):
-        if note is not None:
-            warnings += (note,)
+    warnings += blind_spots(inputs.graph, ruled.context.steps)
     measured = inputs.measured
     if measured is None or not measured.usable:  # the replayed step is the baseline
         results, note = _correction_in_range(results, ruled.context)
