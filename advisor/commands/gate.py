@@ -65,6 +65,10 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: L
 @click.option("--max-steps", "max_steps", type=click.IntRange(min=1, max=10**9),
               help="Judge only this many steady steps of each trace (a huge trace); the "
                    "verdict says how many of how many. Default: every step the trace holds.")
+@click.option("--isolated", is_flag=True,
+              help="Ignore [tool.advisor] in pyproject.toml: every rule runs (the pull request "
+                   "the gate judges may change that file; the verdict names any rule it "
+                   "deselects).")
 @click.option("--step-times", "step_times", default="auto", show_default=True,
               type=click.Choice(["auto", "profiled", "tried"]),
               help="Which steps the step time is judged on: the plain `advisor profile --try` "
@@ -73,7 +77,8 @@ def _job_gate(baseline: Path, candidate: Path, threshold: float, load_options: L
 def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str, ...],
             markdown_out: Path | None, junit_out: Path | None, github_annotations: bool,
             json_out: Path | None, step_pattern: str | None, pid: int | None,
-            step_times: str = "auto", max_steps: int | None = None) -> int:
+            step_times: str = "auto", max_steps: int | None = None,
+            isolated: bool = False) -> int:
     """Compare two runs of one training step (traces or `advisor analyze --json` results)
     and decide whether CANDIDATE may replace BASELINE. Folders or globs of rank traces compare
     two distributed jobs by the job's step and name the rank and collective that regressed.
@@ -126,8 +131,11 @@ def command(baseline: Path, candidate: Path, threshold: float, allow: tuple[str,
         policy = Policy(threshold=threshold / 100,
                         allow=frozenset(k for r in allowed for k in (r.name, r.code)),
                         step_times=step_times)
+        from advisor.config import RuleSettings
+
         result = gate(str(baseline), str(candidate), policy,
-                      LoadOptions(step_pattern=step_pattern, pid=pid, max_steps=steps_cap))
+                      LoadOptions(step_pattern=step_pattern, pid=pid, max_steps=steps_cap),
+                      RuleSettings() if isolated else None)
         write_outputs(result, request)
     except AdvisorError as e:
         _fail_closed(str(e), request, github_annotations)

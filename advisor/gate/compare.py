@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from advisor.errors import ExitCode, InputError
 from advisor.gate.attribution import Attribution, attribute
@@ -47,6 +48,9 @@ from advisor.gate.timing import ALPHA, MIN_STEPS, Timing, compare_timing
 from advisor.gate.tried import PROFILED_SOURCE, TRIED_SOURCE, check_step_times, step_evidence
 from advisor.gate.workload import check_comparable
 from advisor.ingest.base import LoadOptions
+
+if TYPE_CHECKING:
+    from advisor.config import RuleSettings
 
 DEFAULT_THRESHOLD = 0.05
 MAX_THRESHOLD = 10.0
@@ -287,9 +291,11 @@ def compare(base: GateInput, cand: GateInput, policy: Policy | None = None) -> G
 
 
 def gate(baseline: str, candidate: str, policy: Policy | None = None,
-         load_options: LoadOptions | None = None) -> GateResult:
-    """Read both runs (traces or advisor JSON results) and compare them."""
+         load_options: LoadOptions | None = None, settings: RuleSettings | None = None,
+         ) -> GateResult:
+    """Read both runs (traces or advisor JSON results) and compare them; ``settings``: the
+    rules' configuration (the project's [tool.advisor] when None)."""
     from advisor.gate.inputs import load_input
 
-    return compare(load_input(baseline, load_options), load_input(candidate, load_options),
-                   policy)
+    return compare(load_input(baseline, load_options, settings),
+                   load_input(candidate, load_options, settings), policy)

@@ -19,15 +19,18 @@ import re
 import statistics
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from advisor.errors import InputError, TraceFormatError
 from advisor.gate.tried import TriedRuns, read_tried
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import GIB, CappedReader, UnpackLimits, check_regular, read_head
+
+if TYPE_CHECKING:
+    from advisor.config import RuleSettings
 
 SUPPORTED_MAJOR = "1"
 MAX_RESULT_BYTES = GIB  # a saved result is a few MB; a larger one is not ours
@@ -408,9 +411,11 @@ def validate_result(data: dict[str, Any], path: str) -> None:
                                f"{error.message[:160]}")
 
 
-def load_input(path: str | Path, load_options: LoadOptions | None = None) -> GateInput:
+def load_input(path: str | Path, load_options: LoadOptions | None = None,
+               settings: RuleSettings | None = None) -> GateInput:
     """Read one side of the gate: a trace (analysed now, with ``load_options``: ``--steps``,
-    ``--pid``) or a saved advisor JSON result."""
+    ``--pid``, and ``settings``: the project's [tool.advisor] when None) or a saved advisor
+    JSON result."""
     p = Path(path)
     check_regular(p)
     if is_advisor_result(p):
@@ -422,5 +427,27 @@ def load_input(path: str | Path, load_options: LoadOptions | None = None) -> Gat
     from advisor.report.json_report import to_dict
 
     # the project's [tool.advisor] applies, as to the `advisor profile` runs it gates
-    return from_dict(to_dict(analyze(p, load_options=load_options, settings=load_settings())),
-                     str(p), "trace")
+    settings = settings if settings is not None else load_settings()
+    gi = from_dict(to_dict(analyze(p, load_options=load_options, settings=settings)),
+                   str(p), "trace")
+    off = deselected_rules(settings)
+    return replace(gi, notes=(*gi.notes, off)) if off else gi
+
+
+def deselected_rules(settings: RuleSettings) -> str | None:
+    """What the verdict must say when the project's configuration keeps rules from running:
+    the pull request the gate judges may change that file, and a rule that does not run finds
+    no regression (`--allow` is the gate's own, visible way to accept one; `--isolated` runs
+    every rule)."""
+    from advisor.config import resolve
+    from advisor.engine.registry import load_rules
+
+    every = load_rules()
+    chosen, _ = resolve(every, settings)
+    names = {r.name for r in chosen}
+    off = sorted(r.name for r in every if r.name not in names)
+    if not off:
+        return None
+    where = settings.source or "the settings"
+    return (f"rules not run, deselected by {where}: {', '.join(off)} (a regression they would "
+            f"name is not judged; `advisor gate --isolated` runs every rule)")
