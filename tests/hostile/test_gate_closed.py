@@ -276,6 +276,11 @@ def test_the_job_gate_honours_github_annotations(tmp_path):
 # ----- a killed gate leaves no stale verdict ----------------------------------------------------
 
 
+def _default_signals() -> None:
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGKILL],
                          ids=["TERM", "HUP", "KILL"])
 def test_a_killed_gate_leaves_no_stale_pass(saved, tmp_path, sig):
@@ -288,9 +293,11 @@ def test_a_killed_gate_leaves_no_stale_pass(saved, tmp_path, sig):
     assert run_cli(["gate", traces[0], traces[0], *args]).exit_code == 0
     assert _strict_json(outs["json"].read_text())["status"] == "pass"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # the signals' default actions in the gate: a test run under nohup (or any parent that
+    # ignores SIGHUP) passes SIG_IGN down, and the gate then ran to its verdict through the HUP
     proc = subprocess.Popen([sys.executable, "-m", "advisor.cli", "gate", *map(str, traces),
                              *map(str, args)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
+                            stderr=subprocess.DEVNULL, env=env, preexec_fn=_default_signals)
     try:
         deadline = time.monotonic() + 60
         while outs["json"].exists() and proc.poll() is None and time.monotonic() < deadline:
