@@ -17,15 +17,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from advisor.graph.model import OpGraph, RangeSource, Step
+from advisor.graph.model import CpuRange, OpGraph, RangeSource, Step
+from advisor.graph.op_names import EVALUATE_FUNCTION
 from advisor.graph.queries import uses_cuda_graphs
+from advisor.graph.steps import phase_of
 
 MIN_OPERATORS = 50
 """Operator ranges a trace must hold for the absence of backward ones to mean something: a
 training step of even a small model runs more than this in its backward alone."""
 
-_BACKWARD = ("Backward", "autograd::engine::evaluate_function")
-_OPTIMIZER = ("Optimizer.step", "Optimizer.zero_grad", "optimizer.step")
+
+
+def _trains(r: CpuRange) -> bool:
+    """A range only a training step runs: a backward operator (autograd's node, its
+    ``evaluate_function`` wrapper, or an operator the profiler linked to a forward one,
+    `CpuRange.fwd_thread`) or an optimizer or backward range (`steps.phase_of`)."""
+    return (r.fwd_thread > 0 or r.name.startswith(EVALUATE_FUNCTION) or "Backward" in r.name
+            or phase_of(r.name) in ("backward", "optimizer"))
 
 
 def no_training_note(graph: OpGraph, steps: Sequence[Step]) -> str | None:
@@ -37,7 +45,7 @@ def no_training_note(graph: OpGraph, steps: Sequence[Step]) -> str | None:
         return None
     operators = 0
     for r in graph.ranges:
-        if r.name.startswith(_OPTIMIZER) or any(b in r.name for b in _BACKWARD):
+        if _trains(r):
             return None
         operators += r.source is RangeSource.OPERATOR
     if operators < MIN_OPERATORS:
