@@ -209,9 +209,11 @@ def test_all_fixes_together_are_never_below_the_best_single_fix(scenario, fmt):
     result = analyze(SCENARIOS / scenario / "bad" / fmt).results
     assert result.findings
     c = result.combined
-    assert c.speedup >= max(f.estimate.speedup for f in result.findings) - 1e-9
+    # the priced findings: one withheld on its own (fp8-candidate without shapes) is left out
+    priced = [f for f in result.findings if f.estimate.withheld == result.basis.withheld]
+    assert c.speedup >= max(f.estimate.speedup for f in priced) - 1e-9
     assert c.low <= c.speedup <= c.high
-    assert c.low >= max(f.estimate.low for f in result.findings) - 1e-9
+    assert c.low >= max(f.estimate.low for f in priced) - 1e-9
 
 
 def test_overlapping_effects_are_counted_once():

@@ -77,11 +77,19 @@ def test_public_scripts_top_finding_is_the_measured_best_fix(case, fmt):
 
 @pytest.mark.parametrize("fmt", FILES)
 def test_fp8_on_the_wide_gpt_needs_compile_and_is_the_best_route(fmt):
-    """Measured: eager 87.1 ms, compile 78.9, FP8 eager 190.8 (a loss), FP8 + compile 70.2."""
+    """Measured: eager 87.1 ms, compile 78.9, FP8 eager 190.8 (a loss), FP8 + compile 70.2.
+    The nsys export records no GEMM shapes: there the estimate (the cube's upper bound, the
+    same model) is withheld, its band reaching from a loss to past what FP8 measured
+    (tests/test_fp8_unshaped.py)."""
     a = run(str(PUBLIC / "planted-gpt-routes" / FILES[fmt]))
     f = finding(a, "fp8-candidate")
-    assert f is not None and a.results.findings[0].rule == "fp8-candidate"
     measured = step("planted-gpt-routes", "wide-eager") / step("planted-gpt-routes", "wide-fp8-compile")
+    if fmt == "nsys":
+        assert f is not None and f.estimate.withheld and "no shapes" in f.estimate.withheld
+        assert f.estimate.low < measured < f.estimate.high
+    else:
+        assert f is not None and a.results.findings[0].rule == "fp8-candidate"
+        assert f.estimate.withheld is None
     assert 1 / TOLERANCE <= f.estimate.speedup / measured <= TOLERANCE
     over_compile = f.evidence.quantities["gain_over_route_baseline"]
     measured_over_compile = step("planted-gpt-routes", "wide-compile") / step("planted-gpt-routes",
@@ -112,8 +120,9 @@ def test_compiled_steps_get_no_fusion_finding(path):
 
 def test_combined_estimate_replays_the_shared_fusion_once():
     """FP8's compiled route repeats compile's fusion: together they are the FP8 route, not more."""
-    a = run(str(PUBLIC / "planted-gpt-routes" / "nsys.sqlite.gz"), ("fp8-candidate", "compiler-fusion"))
+    a = run(str(PUBLIC / "planted-gpt-routes" / "trace.json.gz"), ("fp8-candidate", "compiler-fusion"))
     fp8 = finding(a, "fp8-candidate")
+    assert fp8.estimate.withheld is None
     assert finding(a, "compiler-fusion") is not None
     assert a.results.combined.speedup == pytest.approx(fp8.estimate.speedup, rel=1e-9)
 

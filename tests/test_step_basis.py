@@ -110,7 +110,14 @@ def steps_that_cannot_carry_an_estimate_get_none(r: Reports) -> None:
         # the profiler correction beyond its fitted range withholds them too, saying so
         # (tests/engine/test_profiler_range.py)
         reason = res.replay.out_of_range
-        assert all(f.estimate.withheld == reason for f in res.findings)
+        # a finding may withhold its own estimate where the steps carry one (fp8-candidate
+        # without the shapes that decide it): its band reaches down to no gain, it says why
+        # under its message, and the fixes together leave it out
+        own = [f for f in res.findings if f.estimate.withheld != reason]
+        for f in own:
+            assert reason is None and f.estimate.withheld and f.estimate.low <= 1.0
+            assert f"no estimate: {f.estimate.withheld.split()[0]}" in " ".join(r.console.split())
+            assert res.combined is None or f.rule not in [p.rule for p in res.combined.path]
         assert r.data["estimate_withheld"] == reason
         assert ("No speedup estimates" in r.console) == (reason is not None)
 

@@ -68,5 +68,6 @@ def apply(ctx: RuleContext, rules: Mapping[str, type[Rule]], findings: list[Find
         candidates = [conditional(ctx, p, f, why) for p, why in primaries]
         c = min(candidates, key=lambda x: x.estimate.speedup)
         (kept if c.estimate.speedup >= min_speedup else weak).append(c)
-    kept.sort(key=lambda f: -f.rank_speedup)
+    # a finding withheld on its own (no number to rank it by) goes after the priced ones
+    kept.sort(key=lambda f: (bool(f.estimate.withheld) and not ctx.basis.withheld, -f.rank_speedup))
     return kept, weak

@@ -145,7 +145,11 @@ def _run_rules(
             (findings if f.estimate.speedup >= min_speedup else weak).append(f)
     findings.sort(key=lambda f: -f.estimate.speedup)
     findings, weak = precedence.apply(ctx, {r.name: r for r in rules}, findings, weak, min_speedup)
-    combined = combined_estimate(ctx, findings) if findings else None
+    # A finding whose own estimate is withheld (fp8-candidate without the shapes that decide
+    # it) promises nothing, so the fixes together do not count it; where the steps withhold
+    # every estimate, they all stay in and the combined one is withheld with them.
+    priced = [f for f in findings if ctx.basis.withheld or not f.estimate.withheld]
+    combined = combined_estimate(ctx, priced) if priced else None
     return RuleResults(findings, skipped, combined, len(ctx.steps), weak, ctx.basis,
                        ctx.baseline_step_ns if ctx.steps else None, replay_check(graph, ctx),
                        {r.name: r.category.value for r in rules}, ctx.framework)

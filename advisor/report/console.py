@@ -49,6 +49,7 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
                       "nothing ran on a GPU in the captured window.[/]")
     total_steps = st.count
     basis = st.basis
+    withheld = None  # the report's reason to withhold every estimate, said once
     if basis is not None:
         console.print(f"Analysed: {markup(basis.describe(), 10_000)}")
     if st.median_ns is None or st.busy_median_ns is None:
@@ -143,11 +144,10 @@ def render(source: Report | Analysis, console: Console, show_fixes: bool = False
     if findings:
         console.print("Findings, by estimated speedup of the whole step", style="italic")
         for i, f in enumerate(findings, 1):
-            finding_block(console, i, f, show_fixes)
+            finding_block(console, i, f, show_fixes, step_withheld=withheld)
             if rep.source is not None:
                 source_view.render_finding_lines(console, rep.source, i - 1)
-        withheld = any(f.estimate.withheld for f in findings)
-        if rep.combined and not withheld:
+        if rep.combined and not rep.combined.withheld:
             c = rep.combined
             console.print(f"All step fixes together: [bold green]{c.speedup:.2f}x[/] per step "
                           f"(unprofiled step {_ms(c.step_ns)} -> {_ms(c.predicted_step_ns)})")

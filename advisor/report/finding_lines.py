@@ -18,9 +18,12 @@ def skipped_lines(rep: Report, console: Console) -> None:
         console.print(Text(plain(f"Skipped {', '.join(rules)}: {reason}", 10_000), style="dim"))
 
 
-def finding_block(console: Console, number: int, f, show_fixes: bool, where: str = "") -> None:
+def finding_block(console: Console, number: int, f, show_fixes: bool, where: str = "",
+                  step_withheld: str | None = None) -> None:
     """One finding as a block (ruff's diagnostics): the rule and estimate, the message,
-    ``where`` (a job finding's ranks), the fix; its code with ``show_fixes``."""
+    ``where`` (a job finding's ranks), the fix; its code with ``show_fixes``. A finding whose
+    estimate is withheld for a reason of its own (not ``step_withheld``, the report's, said
+    once above the findings) says why under its message."""
     e = f.alone or f.estimate  # a conditional finding heads with its fix alone, its rank
     per = " of the run" if e.relative_to == "run" else ""
     speed = (("no estimate", "yellow"), " ") if e.withheld else (
@@ -32,6 +35,10 @@ def finding_block(console: Console, number: int, f, show_fixes: bool, where: str
     console.print(Padding(Text(plain(f.message, 10_000)), (0, 0, 0, 3), expand=False))
     if where:
         console.print(Padding(Text(plain(where, 10_000), style="dim"), (0, 0, 0, 3), expand=False))
+    if e.withheld and e.withheld != step_withheld:
+        console.print(Padding(Text(plain(f"no estimate: {e.withheld} (range {e.low:.2f}-"
+                                         f"{e.high:.2f})", 10_000), style="yellow"),
+                              (0, 0, 0, 3), expand=False))
     if e.floor is not None and e.floor_binds:
         console.print(Padding(Text(plain(f"held at the step's floor: {e.floor.what}, "
                                          f"{_ms(e.floor.ns)} per step", 10_000), style="yellow"),

@@ -201,7 +201,7 @@ def render_job(rep: Report, console: Console, show_fixes: bool = False) -> None:
         console.print("Job findings, by estimated speedup of the job's step", style="italic")
         for i, rf in enumerate(rep.findings, 1):
             finding_block(console, i, rf.finding, show_fixes,
-                          where=_ranks_text(rf.finding.ranks))
+                          where=_ranks_text(rf.finding.ranks), step_withheld=job.withheld)
     else:
         line = verdict(rep)
         style = "green" if line.startswith("No job findings: communication is hidden") else "yellow"
