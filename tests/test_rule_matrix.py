@@ -18,7 +18,7 @@ import pytest
 from advisor.analysis import Analysis, analyze
 from advisor.engine.runner import MIN_SPEEDUP
 from tests import validation_data as vd
-from tests.healthy_findings import MEASURED, MISSED, RUN_KINDS, UNMEASURED
+from tests.healthy_findings import ARCHIVE, MEASURED, MISSED, RUN_KINDS, UNMEASURED, WAVE11_AB, Timed
 
 TRACES = vd.healthy_traces()
 BY_LABEL = {vd.label(p): p for p in TRACES}
@@ -79,10 +79,29 @@ def test_a_measured_finding_rests_on_enough_runs_of_one_machine(label: str, rule
     t = ALL_TIMED[(label, rule)]
     base, fixed = t.runs(t.base), t.runs(t.fix)
     assert len(base) >= vd.MIN_RUNS and len(fixed) >= vd.MIN_RUNS, (len(base), len(fixed))
+    if t.paired:  # blocks of one process: pairs enough for the median's interval to mean much
+        assert len(base) == len(fixed) >= 30, (len(base), len(fixed))
     for kind, runs in ((t.base, base), (t.fix, fixed)):
         assert {(r["variant"], r.get("fix")) for r in runs} == {RUN_KINDS[kind]}, kind
     gpus = {r["env"]["gpu"] for r in base + fixed}
     assert len(gpus) == 1 and t.machine in gpus.pop()
+
+
+PAIRED = sorted(k for k, t in ALL_TIMED.items() if t.paired)
+
+
+@pytest.mark.parametrize(("label", "rule"), PAIRED, ids=[f"{t}-{r}" for t, r in PAIRED])
+def test_an_in_process_verdict_reads_the_largest_call_and_no_call_contradicts_it(label, rule):
+    """Wave 11's rule: the call with the most block pairs gives the verdict, and every other call
+    that timed the step has an interval overlapping its own (else the step is unsettled)."""
+    t = ALL_TIMED[(label, rule)]
+    others = [Timed(f, t.stem, t.fix, t.machine, base=t.base, paired=True) for f in WAVE11_AB
+              if f != t.folder and (ARCHIVE / f / f"{t.stem}-ab.json").exists()]
+    assert all(len(o.runs(o.base)) < len(t.runs(t.base)) for o in others)
+    low, high = t.spread()
+    for o in others:
+        o_low, o_high = o.spread()
+        assert o_low <= high and low <= o_high, (o.folder, (o_low, o_high), (low, high))
 
 
 @pytest.mark.parametrize(("label", "rule"), sorted(ALL_TIMED),

@@ -210,9 +210,51 @@ def result_dict(args, obj, warm_s, ev_ms, host_ms, wall, mode):
     return d
 
 
+def ab_blocks(args, obj) -> None:
+    """``ab`` mode: the variant and the variant with ``--fix`` timed in one process, in
+    alternating blocks of ``--steps`` steps (ABBA: base, fix, fix, base, ...), each block written
+    as its own ``timing.json``-shaped file (``ab-base-<k>.json``, ``ab-<fix>-<k>.json``).
+
+    Why: a host-bound step's time moves between processes (and within one: a compiled run of
+    host-sync's went from 8.1-8.8 to 10-11.6 ms a step mid-run, wave 10), more than a 2-4% fix
+    gains, so runs in separate processes settled nothing on those steps. Here both programs share
+    the process, its cores, its allocator and the host's state of the moment; ABBA cancels a
+    drift that is linear over the run. The fix must leave the eager model callable
+    (``compile``, ``compile-loss``: ``torch.compile`` wraps the same module and parameters)."""
+    if args.fix not in ("compile", "compile-loss"):
+        raise SystemExit("ab: --fix compile or compile-loss (a fix that leaves the model as it was)")
+    base_model, base_loss = obj.model, getattr(obj, "loss_fn", None)
+    apply_fix(obj, args.fix)
+    fixed_model, fixed_loss = obj.model, getattr(obj, "loss_fn", None)
+
+    def use(fixed: bool) -> None:
+        obj.model = fixed_model if fixed else base_model
+        if base_loss is not None:
+            obj.loss_fn = fixed_loss if fixed else base_loss
+
+    warm = {}
+    for fixed in (False, True):
+        use(fixed)
+        warm[fixed] = warm_up(obj, args.warmup)
+    for k in range(args.blocks):
+        order = (False, True) if k % 2 == 0 else (True, False)
+        for fixed in order:
+            use(fixed)
+            ev_ms, host_ms, wall = timed_loop(obj, args.steps, noop_mark)
+            d = result_dict(args, obj, warm[fixed], ev_ms, host_ms, wall, "ab")
+            d["fix"] = args.fix if fixed else None
+            d["block"] = k
+            name = f"ab-{args.fix if fixed else 'base'}-{k + 1}.json"
+            with open(os.path.join(args.out, name), "w") as f:
+                json.dump(d, f, indent=1)
+            s = d["step_ms_cuda_events"]
+            print(f"[ab] {args.scenario}/{args.variant} block {k + 1} {args.fix if fixed else 'base'}: "
+                  f"mean {s['mean']:.3f} ms  median {s['median']:.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["timing", "torchprof", "nsys"])
+    ap.add_argument("mode", choices=["timing", "torchprof", "nsys", "ab"])
     ap.add_argument("--scenario", required=True)
     ap.add_argument("--variant", required=True, help="bad, good, or one of the scenario's VARIANTS")
     ap.add_argument("--out", required=True)
@@ -220,10 +262,14 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--fix", choices=FIXES, default=None,
                     help="apply this fix on top of the variant (see FIXES)")
+    ap.add_argument("--blocks", type=int, default=8, help="ab: blocks of --steps steps per side")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
     mod = load_scenario(args.scenario)
+    if args.mode == "ab":
+        ab_blocks(args, mod.build(args.variant, "cuda"))
+        return
     obj = apply_fix(mod.build(args.variant, "cuda"), args.fix)
     warm_s = warm_up(obj, args.warmup)
 
