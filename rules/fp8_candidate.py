@@ -74,7 +74,7 @@ multiple of 16 (torch._scaled_mm's requirement; torchao's filter skips such a Li
 THINNEST_CUBE_SHARE = 0.29
 """Where no shape was recorded, the share of a GEMM's true operand elements the cube
 (`operand_elements`) can be: the thinnest layers of the captures that record both, d-512 MLPs
-over 8,192 tokens (0.55 on d-768 layers over 32,768 tokens, 0.68 on the DDP job's d-1024 layers
+over 8,192 tokens (0.55 on d-768 layers over 32,768 tokens, about 0.7 on the DDP job's d-1024 layers
 over 8,192 tokens, 1.0 on the wide GPT and the fp8-candidate fit MLP). The casts priced at the
 cube over this share are the pessimistic end of what the trace allows: an estimate that does
 not survive it is withheld (the finding's band says how far it can go), because the cube alone
