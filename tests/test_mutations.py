@@ -57,7 +57,7 @@ def _second_kept(value: float) -> Callable[[pytest.MonkeyPatch], None]:
         import advisor.rules.compiler_fusion as cf
 
         mp.setattr(cf, "SECOND_KEPT", value)
-        mp.setattr(cf.fusion_effects, "__defaults__", (value,))
+        mp.setattr(cf.fusion_effects, "__defaults__", (value, *cf.fusion_effects.__defaults__[1:]))
     return apply
 
 

@@ -27,13 +27,17 @@ class Effect:
 
 @dataclass(frozen=True)
 class DropOps(Effect):
-    """GPU ops fused into a neighbour (``keep_fraction`` 0) or made that much cheaper."""
+    """GPU ops fused into a neighbour (``keep_fraction`` 0) or made that much cheaper.
+    ``keep_launches``: the ops' GPU time goes but their launches and the host work before them
+    stay (a compiled program whose own host work costs what the eager dispatch it replaces
+    did: compiler-fusion's pessimistic bound)."""
 
     op_ids: tuple[int, ...]
     keep_fraction: float = 0.0
+    keep_launches: bool = False
 
     def apply(self, sim: Simulation) -> None:
-        sim.drop_ops(self.op_ids, self.keep_fraction)
+        sim.drop_ops(self.op_ids, self.keep_fraction, self.keep_launches)
 
 
 @dataclass(frozen=True)
@@ -157,6 +161,7 @@ def merge(effects: list[Effect]) -> list[Effect]:
     per op the most removed fraction and the shortest duration, per call the shortest
     duration, the union of unblocked calls, one graph per region; other effects once each."""
     drop: dict[int, float] = {}
+    launch_gone: set[int] = set()  # ops some effect removes with their launches
     op_ns: dict[int, int] = {}
     call_ns: dict[int, int] = {}
     unwait: dict[int, None] = {}
@@ -168,6 +173,8 @@ def merge(effects: list[Effect]) -> list[Effect]:
             for i in e.op_ids:
                 v = was(i, 1.0)
                 drop[i] = keep if keep < v else v
+            if keep == 0.0 and not e.keep_launches:
+                launch_gone.update(e.op_ids)
         elif isinstance(e, SetOpDurations):
             for i, ns in e.durations:
                 op_ns[i] = min(op_ns.get(i, ns), ns)
@@ -181,13 +188,15 @@ def merge(effects: list[Effect]) -> list[Effect]:
         elif e not in rest:
             rest.append(e)
     out: list[Effect] = []
-    by_keep: dict[float, list[int]] = {}
+    by_keep: dict[tuple[float, bool], list[int]] = {}
     for i, keep in drop.items():
-        ids = by_keep.get(keep)
+        # a fully dropped op keeps its launch only if no effect removes the launch with it
+        key = (keep, keep == 0.0 and i not in launch_gone)
+        ids = by_keep.get(key)
         if ids is None:
-            ids = by_keep[keep] = []
+            ids = by_keep[key] = []
         ids.append(i)
-    out += [DropOps(tuple(ids), keep) for keep, ids in sorted(by_keep.items())]
+    out += [DropOps(tuple(ids), keep, launches) for (keep, launches), ids in sorted(by_keep.items())]
     if op_ns:
         out.append(SetOpDurations(tuple(op_ns.items())))
     if unwait:

@@ -154,13 +154,16 @@ class Simulation(SimulationBuild):
 
     # ----- what-if edits (used by effects) ---------------------------------------------------
 
-    def drop_ops(self, op_ids: Iterable[int], keep_fraction: float = 0.0) -> None:
-        """Ops fused away (``keep_fraction`` 0) or made cheaper; a dropped op's launch goes too."""
+    def drop_ops(self, op_ids: Iterable[int], keep_fraction: float = 0.0,
+                 keep_launches: bool = False) -> None:
+        """Ops fused away (``keep_fraction`` 0) or made cheaper; a dropped op's launch goes too,
+        unless ``keep_launches`` (its GPU time goes, the host work to launch it stays)."""
         c = self._seal()  # written column by column: a fusion can drop most kernels of a step
         op_dur, op_removed, node_ops = c.own("op_dur"), c.own("op_removed"), c.node_ops
-        dur, gap = (c.own("dur"), c.own("gap")) if keep_fraction == 0.0 else ([], [])
+        cheaper = keep_fraction != 0.0 or keep_launches
+        dur, gap = ([], []) if cheaper else (c.own("dur"), c.own("gap"))
         index = self.op_index.get
-        if keep_fraction != 0.0:  # made cheaper: only the ops' own time changes
+        if cheaper:  # made cheaper (or free): only the ops' own time changes
             for op_id in op_ids:
                 idx = index(op_id)
                 if idx is not None:
