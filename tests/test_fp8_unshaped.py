@@ -78,3 +78,27 @@ def test_recorded_shapes_keep_the_estimate():
                 ("fp8-candidate",))
     f = next(f for f in a.results.findings if f.rule == "fp8-candidate")
     assert f.estimate.withheld is None and 1.15 < f.estimate.speedup < 1.45
+
+
+def test_a_report_whose_only_finding_is_unpriced_says_so():
+    """The console lists it with its reason and no total; the HTML headline does not claim
+    that nothing was found."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from advisor.report.console import render
+    from advisor.report.html_report import render_html
+
+    a = analyze(ROOT / "fixtures" / "scenarios" / "fp8-candidate" / "bad" / "nsys.sqlite.gz",
+                ("fp8-candidate",))
+    assert [f.rule for f in a.results.findings] == ["fp8-candidate"] and a.results.combined is None
+    html = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", render_html(a)))
+    assert "the findings below withhold their estimates" in html
+    assert "no finding above 2% of the step" not in html
+    console = Console(width=100, record=True, file=io.StringIO())
+    render(a, console)
+    text = " ".join(console.export_text().split())
+    assert "no estimate: the trace records no shapes" in text
+    assert "All step fixes together" not in text
