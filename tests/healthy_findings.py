@@ -20,6 +20,7 @@ import json
 import math
 import statistics
 from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 
 ARCHIVE = Path(__file__).resolve().parents[1] / "fixtures" / "archive" / "public"
@@ -86,9 +87,8 @@ class Timed:
 
     def runs(self, kind: str) -> list[dict]:
         if self.paired:
-            return json.loads((ARCHIVE / self.folder / f"{self.stem}-ab.json").read_text())[kind]
-        files = sorted((ARCHIVE / self.folder).glob(f"{self.stem}-{kind}-*.json"))
-        return [json.loads(f.read_text()) for f in files]
+            return _read(ARCHIVE / self.folder / f"{self.stem}-ab.json")[kind]
+        return [_read(f) for f in sorted((ARCHIVE / self.folder).glob(f"{self.stem}-{kind}-*.json"))]
 
     def _pairs(self) -> list[float]:
         return sorted(b / f for b, f in zip(self._means(self.base), self._means(self.fix), strict=True))
@@ -115,6 +115,12 @@ class Timed:
             return pairs[k], pairs[len(pairs) - 1 - k]
         base, fixed = self._means(self.base), self._means(self.fix)
         return min(base) / max(fixed), max(base) / min(fixed)
+
+
+@cache
+def _read(path: Path) -> dict:
+    """A timing file of the archive, read once (the notes and the tests read each many times)."""
+    return json.loads(path.read_text())
 
 
 def median_interval_rank(n: int, confidence: float = 0.90) -> int:
