@@ -170,7 +170,6 @@ DOCUMENTED: dict[str, str] = {
         "the fixed step replays a CUDA graph, which nsys traces as one row per replay (its "
         "default --cuda-graph-trace=graph): the FP32 GEMMs inside are not visible to "
         "fp32-matmul; torch.profiler lists the graph's kernels one by one"),
-    "scenarios-check/fp32-matmul/good": f"unfused-gemm-gelu {_THRESHOLD} (1.038x and 1.015x)",
     "public/hf-gpt2": (
         "fp32-matmul: after the fix the HF Trainer step is host-bound under nsys's replay (85.4 "
         "ms, host floor 75.0 ms) and GPU-bound under torch.profiler's (60.8 ms): the host time "
@@ -190,7 +189,6 @@ DOCUMENTED: dict[str, str] = {
         "loader's production floor (60.0 ms), nsys's replay keeps 108.8 ms of the data phase "
         "over 7 workers. Measured at -j 7: 64.5 ms (11.7x): torch.profiler's is right; the part "
         "of the nsys data phase that should go is not isolated yet"),
-    "public/timm-vit-b": f"unfused-gemm-gelu {_THRESHOLD} (1.024x and 1.009x)",
     "scenarios-check/loader-jitter/good": (
         "loader-jitter: the fixed loader's torch.profiler capture still shows the GPU waiting "
         "1.27 ms per step in the data phase (the batch is prepared on the training thread, whose "

@@ -18,7 +18,7 @@ import pytest
 from advisor.analysis import Analysis, analyze
 from advisor.engine.runner import MIN_SPEEDUP
 from tests import validation_data as vd
-from tests.healthy_findings import ARCHIVE, MEASURED, MISSED, RUN_KINDS, UNMEASURED, WAVE11_AB, Timed
+from tests.healthy_findings import ARCHIVE, IN_PROCESS_CALLS, MEASURED, MISSED, RUN_KINDS, UNMEASURED, Timed
 
 TRACES = vd.healthy_traces()
 BY_LABEL = {vd.label(p): p for p in TRACES}
@@ -93,9 +93,11 @@ PAIRED = sorted(k for k, t in ALL_TIMED.items() if t.paired)
 @pytest.mark.parametrize(("label", "rule"), PAIRED, ids=[f"{t}-{r}" for t, r in PAIRED])
 def test_an_in_process_verdict_reads_the_largest_call_and_no_call_contradicts_it(label, rule):
     """Wave 11's rule: the call with the most block pairs gives the verdict, and every other call
-    that timed the step has an interval overlapping its own (else the step is unsettled)."""
+    that timed the step with the same fix has an interval overlapping its own (else the step is
+    unsettled)."""
     t = ALL_TIMED[(label, rule)]
-    others = [Timed(f, t.stem, t.fix, t.machine, base=t.base, paired=True) for f in WAVE11_AB
+    assert t.folder in IN_PROCESS_CALLS[t.fix]
+    others = [Timed(f, t.stem, t.fix, t.machine, base=t.base, paired=True) for f in IN_PROCESS_CALLS[t.fix]
               if f != t.folder and (ARCHIVE / f / f"{t.stem}-ab.json").exists()]
     assert all(len(o.runs(o.base)) < len(t.runs(t.base)) for o in others)
     low, high = t.spread()

@@ -78,3 +78,26 @@ def test_the_harness_applies_a_fix_on_top_of_a_fixed_variant(harness, monkeypatc
     assert obj.model._orig_mod is eager
     with pytest.raises(SystemExit):
         harness.apply_fix(object(), "compile")
+
+
+def test_the_gelu_fix_swaps_the_site_and_counts_only_epilogue_gemms(harness):
+    """``--fix gelu-epilogue`` routes every scenario's GEMM+GELU site through the epilogue; where
+    it cannot apply (here: the CPU) the site stays eager and no epilogue GEMM is counted, which
+    the harness reads to refuse timing a fix that reached no site (wave 12 timed one such step
+    before the check existed: a bf16 model run without autocast)."""
+    import gelu_epilogue
+    import torch
+
+    fc, x = torch.nn.Linear(8, 16), torch.randn(2, 3, 8)
+    try:
+        harness.apply_fix(object(), "gelu-epilogue")
+        assert gelu_epilogue._impl is gelu_epilogue.fused_gelu_linear
+        before = gelu_epilogue.fused_calls
+        torch.testing.assert_close(gelu_epilogue.gelu_linear(fc, x), torch.nn.functional.gelu(fc(x)))
+        assert gelu_epilogue.fused_calls == before
+    finally:
+        gelu_epilogue.use(False)
+    assert gelu_epilogue._impl is gelu_epilogue.eager
+    for name in ("compiler-fusion", "fp32-matmul", "pageable-memcpy", "unfused-attention"):
+        source = (HERE / name / "scenario.py").read_text()
+        assert "gelu_linear(" in source and "F.gelu(" not in source, name

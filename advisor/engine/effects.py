@@ -51,6 +51,18 @@ class SetOpDurations(Effect):
 
 
 @dataclass(frozen=True)
+class ExtendOps(Effect):
+    """GPU ops take longer by the given time: a kernel that takes over a removed neighbour's
+    work (a GEMM whose epilogue now writes a second tensor). `SetOpDurations` only ever
+    shortens an op (two fixes of one kernel keep the faster), so growth is its own effect."""
+
+    extra: tuple[tuple[int, int], ...]
+
+    def apply(self, sim: Simulation) -> None:
+        sim.extend_ops(dict(self.extra))
+
+
+@dataclass(frozen=True)
 class RemoveWaits(Effect):
     """Host calls stop blocking on the GPU."""
 
@@ -147,7 +159,7 @@ class BatchSupply(Effect):
 
 # Kernel-level changes first, graph capture last: capture collapses whatever launches remain.
 ORDER: list[type[Effect]] = [
-    DropOps, SetOpDurations, RemoveWaits, SetCallDurations, ScaleHostWork, AddDispatches,
+    DropOps, SetOpDurations, ExtendOps, RemoveWaits, SetCallDurations, ScaleHostWork, AddDispatches,
     OverlapOps, CaptureGraph, BatchSupply,
 ]
 

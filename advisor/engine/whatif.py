@@ -263,6 +263,16 @@ class Simulation(SimulationBuild):
             # one wins
             op_dur[idx] = max(0, min(op_dur[idx], int(ns)))
 
+    def extend_ops(self, extra: dict[int, int]) -> None:
+        """Ops take ``extra[op]`` ns longer (`ExtendOps`)."""
+        found = [(idx, ns) for op_id, ns in extra.items()
+                 if (idx := self.op_index.get(op_id)) is not None]
+        if not found:
+            return
+        op_dur = self._seal().own("op_dur")
+        for idx, ns in found:
+            op_dur[idx] = op_dur[idx] + max(0, int(ns))
+
     def unwait(self, call_ids: Iterable[int]) -> None:
         """The calls no longer block the host (the sync is removed or made asynchronous)."""
         nodes = [i for i in map(self.node_of_call.get, call_ids) if i is not None]

@@ -152,7 +152,7 @@ def standalone(build, variants=("bad", "good"), device_flag=False, warmup=0, not
     return s
 
 
-FIXES = ("compile", "compile-loss", "max-autotune-no-cudagraphs", "fp8-compile")
+FIXES = ("compile", "compile-loss", "max-autotune-no-cudagraphs", "fp8-compile", "gelu-epilogue")
 """Fixes the harness applies on top of a variant (``--fix``), to time a finding raised on a fixed
 capture (docs/validation.md, "No false findings on healthy steps"): ``compile`` is
 ``torch.compile(model)``, compiler-fusion's fix; ``compile-loss`` the same plus
@@ -160,13 +160,21 @@ capture (docs/validation.md, "No false findings on healthy steps"): ``compile`` 
 model holds the chains); ``max-autotune-no-cudagraphs`` the model compiled in that Inductor mode,
 whose autotuned Triton GEMM templates can take a GELU into their epilogue (unfused-gemm-gelu's fix
 measured against ``compile``; without CUDA graphs, whose saved launches are another rule's);
-``fp8-compile`` torchao float8 training then compile, fp8-candidate's compile route."""
+``fp8-compile`` torchao float8 training then compile, fp8-candidate's compile route;
+``gelu-epilogue`` the scenarios' GEMM+GELU site through one cuBLASLt GEMM with the GELU_AUX_BIAS
+epilogue (`gelu_epilogue.py`: unfused-gemm-gelu's fix, as Transformer Engine's fused MLP runs it),
+the model left eager."""
 
 
 def apply_fix(obj, fix):
     """Apply ``fix`` to the scenario's ``model`` in place (every eager scenario keeps its network
     there; its optimizer holds the same parameters, which compile and float8 keep)."""
     if fix is None:
+        return obj
+    if fix == "gelu-epilogue":
+        import gelu_epilogue
+
+        gelu_epilogue.use(True)
         return obj
     model = getattr(obj, "model", None)
     if not isinstance(model, torch.nn.Module):
@@ -220,22 +228,33 @@ def ab_blocks(args, obj) -> None:
     gains, so runs in separate processes settled nothing on those steps. Here both programs share
     the process, its cores, its allocator and the host's state of the moment; ABBA cancels a
     drift that is linear over the run. The fix must leave the eager model callable
-    (``compile``, ``compile-loss``: ``torch.compile`` wraps the same module and parameters)."""
-    if args.fix not in ("compile", "compile-loss"):
-        raise SystemExit("ab: --fix compile or compile-loss (a fix that leaves the model as it was)")
+    (``compile``, ``compile-loss``: ``torch.compile`` wraps the same module and parameters;
+    ``gelu-epilogue`` swaps the GEMM+GELU site's implementation, the model untouched)."""
+    if args.fix not in ("compile", "compile-loss", "gelu-epilogue"):
+        raise SystemExit("ab: --fix compile, compile-loss or gelu-epilogue (a fix that leaves "
+                         "the model as it was)")
     base_model, base_loss = obj.model, getattr(obj, "loss_fn", None)
-    apply_fix(obj, args.fix)
-    fixed_model, fixed_loss = obj.model, getattr(obj, "loss_fn", None)
+    if args.fix == "gelu-epilogue":
+        import gelu_epilogue
 
-    def use(fixed: bool) -> None:
-        obj.model = fixed_model if fixed else base_model
-        if base_loss is not None:
-            obj.loss_fn = fixed_loss if fixed else base_loss
+        def use(fixed: bool) -> None:
+            gelu_epilogue.use(fixed)
+    else:
+        apply_fix(obj, args.fix)
+        fixed_model, fixed_loss = obj.model, getattr(obj, "loss_fn", None)
+
+        def use(fixed: bool) -> None:
+            obj.model = fixed_model if fixed else base_model
+            if base_loss is not None:
+                obj.loss_fn = fixed_loss if fixed else base_loss
 
     warm = {}
     for fixed in (False, True):
         use(fixed)
         warm[fixed] = warm_up(obj, args.warmup)
+    if args.fix == "gelu-epilogue" and gelu_epilogue.fused_calls == 0:
+        raise SystemExit("ab: --fix gelu-epilogue reached no GEMM+GELU site (fp32 outside "
+                         "autocast, or no site in this scenario): nothing to time")
     for k in range(args.blocks):
         order = (False, True) if k % 2 == 0 else (True, False)
         for fixed in order:
@@ -272,6 +291,11 @@ def main():
         return
     obj = apply_fix(mod.build(args.variant, "cuda"), args.fix)
     warm_s = warm_up(obj, args.warmup)
+    if args.fix == "gelu-epilogue":
+        import gelu_epilogue
+
+        if gelu_epilogue.fused_calls == 0:
+            raise SystemExit("--fix gelu-epilogue reached no GEMM+GELU site: nothing to time")
 
     if args.mode == "timing":
         ev_ms, host_ms, wall = timed_loop(obj, args.steps, noop_mark)
