@@ -28,6 +28,7 @@ from advisor.errors import InputError, TraceFormatError
 from advisor.gate.tried import TriedRuns, read_tried
 from advisor.ingest.base import LoadOptions
 from advisor.ingest.input_file import GIB, CappedReader, UnpackLimits, check_regular, read_head
+from advisor.report import signing
 
 if TYPE_CHECKING:
     from advisor.config import RuleSettings
@@ -421,6 +422,9 @@ def load_input(path: str | Path, load_options: LoadOptions | None = None,
     if is_advisor_result(p):
         data = _read_result(p)
         validate_result(data, str(p))
+        key = signing.result_key()
+        if key is not None and (why := signing.check(data, key, str(p))):
+            raise InputError(why)
         return from_dict(data, str(p), "json")
     from advisor.analysis import analyze
     from advisor.config import load_settings

@@ -19,7 +19,7 @@ from advisor.engine.rule import Estimate
 from advisor.engine.step_basis import StepBasis
 from advisor.graph.trace_summary import TraceSummary
 from advisor.output_paths import write_atomic
-from advisor.report import source_view
+from advisor.report import signing, source_view
 from advisor.report.finding_record import _floor, below_dict, finding_dict
 from advisor.report.model import Report, as_report
 from advisor.report.tried import to_json as tried_json
@@ -234,8 +234,15 @@ def _with_tried(out: dict[str, Any], rep: Report) -> dict[str, Any]:
 
 def to_json(source: Report | Analysis) -> str:
     """The JSON result as written to a file or stdout (`json_text`: no CI form in a line of a
-    CI log, the strings read back raw)."""
-    return json_text(json.dumps(to_dict(source), indent=2, sort_keys=False))
+    CI log, the strings read back raw), signed where ``ADVISOR_RESULT_KEY`` is set
+    (`advisor.report.signing`: over the result as a reader parses it back)."""
+    text = json_text(json.dumps(to_dict(source), indent=2, sort_keys=False))
+    key = signing.result_key()
+    if key is None:
+        return text
+    data = json.loads(text)
+    data["signature"] = signing.signature(data, key)
+    return json_text(json.dumps(data, indent=2, sort_keys=False))
 
 
 def write_json(source: Report | Analysis, path: str | Path) -> None:
