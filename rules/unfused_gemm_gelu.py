@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
 from advisor.engine.context import RuleContext
 from advisor.engine.effects import DropOps, ExtendOps
 from advisor.engine.rule import Category, Confidence, Evidence, Finding, FixVariant, Rule, Status, Validation
 from advisor.graph.kernels import KernelCategory, classify, has_gelu_epilogue, is_gelu, short_name
-from advisor.graph.model import GpuOp, OpGraph
+from advisor.graph.model import GpuOp, OpGraph, Step
 from advisor.graph.queries import inside, per_step, step_of, steps_ops, stream_sequences
 
 EPILOGUE_KEEP = 0.15
@@ -178,8 +178,8 @@ class UnfusedGemmGelu(Rule):
         )
 
     @staticmethod
-    def _keeping_aux(graph: OpGraph, steps, pairs: list[tuple[GpuOp, GpuOp]], needed: int
-                     ) -> set[int]:
+    def _keeping_aux(graph: OpGraph, steps: Sequence[Step], pairs: list[tuple[GpuOp, GpuOp]],
+                     needed: int) -> set[int]:
         """The GELUs whose pre-activation a backward pass reads (their fused GEMM must write it
         too): as many as the steps run GELU backward kernels beyond those of recomputed GELUs,
         the latest of each step first (a checkpointed block's no-grad first pass runs before the
