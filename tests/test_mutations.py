@@ -35,6 +35,18 @@ def _public_gain_error(case: str, rule: str, before: str, after: str, fmt: str) 
     return (vd.saving(found.estimate.speedup) - vd.saving(measured)) / vd.saving(measured)
 
 
+def _healthy_gain_error(label: str, rule: str) -> float | None:
+    """A healthy-trace finding whose fix was timed (tests/healthy_findings.py ``MEASURED``)."""
+    from advisor.analysis import analyze
+    from tests.healthy_findings import MEASURED
+
+    found = next((f for f in analyze(vd.FIXTURES / label).results.findings if f.rule == rule), None)
+    if found is None:
+        return None
+    measured = MEASURED[(label, rule)].speedup()
+    return (vd.saving(found.estimate.speedup) - vd.saving(measured)) / vd.saving(measured)
+
+
 def _caught(rule: str, errors: list[float | None]) -> bool:
     """The check fails on at least one capture: the rule is not raised or misses its bound."""
     return any(e is None or abs(e) > vd.gain_bound(rule) for e in errors)
@@ -81,6 +93,14 @@ def _graph_launch_x10(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(whatif.Simulation.capture_graph, "__defaults__", (x10, *defaults[1:]))
 
 
+def _free_epilogue(mp: pytest.MonkeyPatch) -> None:
+    """unfused-gemm-gelu's epilogue free again where the backward pass reads the pre-activation
+    (the model before wave 12): the GEMM keeps none of the GELU's time."""
+    import advisor.rules.unfused_gemm_gelu as gelu
+
+    mp.setattr(gelu, "AUX_WRITE_SHARE", 0.0)
+
+
 COMPILE_CAPTURES = [("scenario", "compiler-fusion", "nsys"),
                     ("public", ("nanogpt", "compiler-fusion", "eager", "compile"), "nsys"),
                     ("public", ("timm-vit-b", "compiler-fusion", "bf16-eager", "bf16-compile"), "nsys")]
@@ -96,6 +116,9 @@ MUTATIONS = {
     # constant is held to its own measurement: the replay's host cost without a profiler
     # (benchmarks/graph_launch_cost.py on the H200), as tests/engine/test_graph_launch_constant.py
     # checks it.
+    "unfused-gemm-gelu AUX_WRITE_SHARE 0": (_free_epilogue, "unfused-gemm-gelu", [
+        ("healthy", ("scenarios/pageable-memcpy/good/nsys.sqlite.gz", "unfused-gemm-gelu"), None),
+        ("healthy", ("scenarios/pageable-memcpy/good/trace.json.gz", "unfused-gemm-gelu"), None)]),
     "GRAPH_LAUNCH_NS x10": (_graph_launch_x10, "uncaptured-cuda-graph",
                             [("scenario", "uncaptured-cuda-graph", "nsys"),
                              ("scenario", "uncaptured-cuda-graph", "kineto"),
@@ -109,6 +132,8 @@ def _errors(captures: list, tmp: Path) -> list[float | None]:
     for kind, what, fmt in captures:
         if kind == "scenario":
             out.append(_scenario_gain_error(what, fmt, tmp))
+        elif kind == "healthy":  # a fixed step's finding, its fix timed on that step
+            out.append(_healthy_gain_error(*what))
         elif kind == "constant":  # a constant against its own measurement
             import advisor.engine.whatif as whatif
 
