@@ -43,7 +43,11 @@ the GEMM+GELU site through one cuBLASLt GEMM with the GELU_AUX_BIAS epilogue,
 (the archive's README): the fix's eager path paid a custom operator's Python dispatch (call 2),
 computed the first layer's unneeded input gradient (call 3), or never reached a bf16 model run
 without autocast (fit unfused-attention, calls 2, 3 and 5)."""
-IN_PROCESS_CALLS = {"compile": WAVE11_AB, "gelu-epilogue": (WAVE12,)}
+WAVE12_AB = "wave12-2026-12-03/ab"
+"""Wave 12's in-process timing of compile on loader-jitter's check step, the one unsettled step
+an interval could still settle: 120 block pairs (`GROUPS_LIST="check:loader-jitter" BLOCKS=120
+bash benchmarks/public/wave11_ab.sh`)."""
+IN_PROCESS_CALLS = {"compile": (*WAVE11_AB, WAVE12_AB), "gelu-epilogue": (WAVE12,)}
 """Per fix, the device calls that timed it in one process: a verdict reads the largest and
 checks the others against it (tests/test_rule_matrix.py)."""
 WAVE10 = ("wave10-2026-12-03/call1", "wave10-2026-12-03/call2", "wave10-2026-12-03/call3")
@@ -191,16 +195,19 @@ def _pinned_again(stem: str) -> str:
 
 
 def _in_process(stem: str) -> str:
-    """Wave 11's in-process timing of compile on a step (both calls), as a note says it."""
+    """The in-process timings of compile on a step (every call of waves 11 and 12 that timed
+    it), as a note says them."""
     parts = []
-    for n, folder in enumerate(WAVE11_AB, 1):
+    for folder in IN_PROCESS_CALLS["compile"]:
         if not (ARCHIVE / folder / f"{stem}-ab.json").exists():
             continue
         t = Timed(folder, stem, "compile", "H200", paired=True)
         low, high = t.spread()
-        parts.append(f"call {n}, {len(t.runs('base'))} block pairs: {t.speedup():.3f}x, "
+        call = (f"wave 11 call {WAVE11_AB.index(folder) + 1}" if folder in WAVE11_AB
+                else "wave 12")
+        parts.append(f"{call}, {len(t.runs('base'))} block pairs: {t.speedup():.3f}x, "
                      f"interval {low:.3f}-{high:.3f}")
-    return "in one process, alternating blocks, in wave 11 (" + "; ".join(parts) + ")"
+    return "in one process, alternating blocks (" + "; ".join(parts) + ")"
 
 
 _FIT_ATTN_COMPILE = Timed(WAVE7, "fit-unfused-attention", "compile", "H200")
@@ -226,12 +233,14 @@ UNMEASURED: dict[tuple[str, str], str] = {
     # the check set's eight new fixed captures (2026-11-26): other rules' findings, unmeasured
     ("scenarios-check/loader-jitter/good/nsys.sqlite.gz", "compiler-fusion"):
         _pinned_again("check-loader-jitter") + "; again " + _in_process("check-loader-jitter")
-        + ": compile gains about 1% (below the 3.6% estimated), and the intervals of the calls "
-        "with 40 and 60 pairs straddle the 2% bar: still unsettled",
+        + ": compile gains 1-2% (below the 3.6% estimated), and the intervals of the calls "
+        "with 40, 60 and 120 pairs all straddle the 2% bar (the step itself moves between 8.4 "
+        "and 11.9 ms within a run): still unsettled",
     ("scenarios-check/loader-jitter/good/trace.json.gz", "compiler-fusion"):
         _pinned_again("check-loader-jitter") + "; again " + _in_process("check-loader-jitter")
-        + ": compile gains about 1% (below the 3.6% estimated), and the intervals of the calls "
-        "with 40 and 60 pairs straddle the 2% bar: still unsettled",
+        + ": compile gains 1-2% (below the 3.6% estimated), and the intervals of the calls "
+        "with 40, 60 and 120 pairs all straddle the 2% bar (the step itself moves between 8.4 "
+        "and 11.9 ms within a run): still unsettled",
     ("scenarios-check/loader-jitter/good/trace.json.gz", "loader-jitter"): "a false finding: "
     "under torch.profiler the GPU waits 1.27 ms per step while the training thread loads the "
     "batch (num_workers=0), and the rule promises 1.07x from workers; the same program under "
