@@ -47,7 +47,7 @@ from advisor.graph.kernels import (
     op_precision,
     short_name,
 )
-from advisor.graph.model import GpuOp, OpGraph, Step
+from advisor.graph.model import CpuRange, GpuOp, OpGraph, Step
 from advisor.graph.probe_work import NO_PROBE, ProbeSizes, probe_work
 from advisor.graph.queries import steps_ops
 
@@ -249,7 +249,23 @@ def _work(graph: OpGraph, op: GpuOp, precision: str,
                 return (-1 - probe.partners.get(op.id, op.id) if r is None else r.id), work
         if r is None:
             return None, None
-    return r.id, operator_work(r, shapes, PRECISION_ITEMSIZE.get(precision))
+    return r.id, _operator_work(graph, r, shapes, PRECISION_ITEMSIZE.get(precision))
+
+
+def _operator_work(graph: OpGraph, r: CpuRange, shapes: tuple | None,
+                   itemsize: int | None) -> Work:
+    """`operator_work`, kept on the graph for ranges of the same operator, input shapes and
+    dtypes, scalar inputs and item size: each step of the window runs the same operators on the
+    same shapes (a twentieth of the rule pass on HTA's trace_diff/test; issue #39). The key
+    names the shapes and dtypes objects, which the entry holds: the Kineto reader makes one
+    tuple per distinct text of them, and an equal-comparing tuple of other element types
+    (``(True,)`` and ``(1,)``) would not do the same work."""
+    memo = graph.__dict__.setdefault("_operator_works", {})
+    key = (r.name, id(shapes), id(r.dtypes), r.concrete, itemsize)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (shapes, r.dtypes, operator_work(r, shapes, itemsize))
+    return found[2]
 
 
 _Works = dict[tuple[int, str], tuple[GpuOp, int | None, Work | None]]
