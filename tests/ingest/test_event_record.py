@@ -8,12 +8,13 @@ import dataclasses
 import gzip
 import json
 
+import msgspec
 import pytest
 
 from advisor.ingest.base import LoadOptions, load_trace
 from advisor.ingest.kineto.event_mapper import EventMapper
 from advisor.ingest.kineto.event_record import ABSENT, EventRecord, record_of, records_decoder
-from advisor.ingest.kineto.event_stream import TraceDocument, iter_event_batches
+from advisor.ingest.kineto.event_stream import TraceDocument, batch_decoder, iter_event_batches
 from tests.conftest import SCENARIOS
 
 TRACE = SCENARIOS / "pageable-memcpy" / "bad" / "trace.json.gz"  # shapes, kernels, copies
@@ -26,6 +27,8 @@ EDGE_EVENTS = [
     {"ph": "X", "cat": "kernel", "name": "k", "ts": "1.5", "args": None},
     {"ph": "X", "cat": "cpu_op", "name": 17, "ts": 3, "dur": "2.250",
      "args": {"Input Dims": [[2, 3], [], [1.5]], "Input type": ["float", 1], "other": [1]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::x", "ts": 5,
+     "args": {"Input Dims": None, "Input type": "float"}},  # not lists: none
     {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy", "ts": 1, "pid": None,
      "args": {"kind": None, "bytes": 8}},
     {},
@@ -44,10 +47,23 @@ def _edge_events() -> list:
     return _values(json.dumps(EDGE_EVENTS))  # as decoded: floats as their text
 
 
+def _decoded(record: EventRecord | None) -> EventRecord | None:
+    """``record`` with the args kept as JSON text (`msgspec.Raw`) decoded, as a dict has them."""
+    if record is None or record.args is None:
+        return record
+    text = {f: getattr(record.args, f) for f in ("input_dims", "input_type")
+            if type(getattr(record.args, f)) is msgspec.Raw}
+    args = msgspec.structs.replace(record.args, **{
+        f: batch_decoder().decode(bytes(raw)) for f, raw in text.items()})
+    return msgspec.structs.replace(record, args=args)
+
+
 def test_typed_decode_equals_the_record_of_each_dict():
     events = _trace_events() + _edge_events()
     text = json.dumps(events)
-    assert records_decoder().decode(text) == [record_of(e) for e in _values(text)]
+    typed = records_decoder().decode(text)
+    assert any(r.args is not None and type(r.args.input_dims) is msgspec.Raw for r in typed)
+    assert [_decoded(r) for r in typed] == [record_of(e) for e in _values(text)]
 
 
 def test_record_defaults_are_the_dict_reads_defaults():
@@ -99,5 +115,6 @@ def test_records_and_values_stream_the_same_events(chunk_bytes):
     as_values = [e for b in iter_event_batches(TRACE, TraceDocument(), chunk_bytes) for e in b]
     batches = list(iter_event_batches(TRACE, TraceDocument(), chunk_bytes,
                                       records=records_decoder()))
-    as_records = [e if type(e) is EventRecord else record_of(e) for b in batches for e in b]
+    as_records = [_decoded(e) if type(e) is EventRecord else record_of(e)
+                  for b in batches for e in b]
     assert as_records == [record_of(e) for e in as_values]

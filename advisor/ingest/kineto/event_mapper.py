@@ -35,6 +35,7 @@ from advisor.graph.model import (
 from advisor.ingest.input_file import MAX_NAME_CHARS
 from advisor.ingest.kineto.event_record import ABSENT, NO_ARGS, Args, EventRecord, record_of
 from advisor.ingest.kineto.event_stream import NS_LIMIT, us_to_ns
+from advisor.ingest.kineto.event_stream import batch_decoder as values_decoder
 
 # Record-function names torch.profiler itself emits. The 2021 format files them under
 # ``Operator``, next to aten ops; they are annotations (steps, phases), not operators.
@@ -179,6 +180,9 @@ class EventMapper:
         self._shape_cache: dict[str, Any] = {}
         self._api_names: dict[str, str] = {}  # a call's name as written -> normalised, interned
         self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # ``Input Dims`` / ``Input type`` as JSON text (`event_record`) -> `_shapes` / `_dtypes`
+        self._raw_shapes: dict[bytes, Any] = {}
+        self._raw_dtypes: dict[bytes, Any] = {}
         # an operator's name -> (interned, a profiler annotation?)
         self._operator_names: dict[str, tuple[str, bool]] = {}
 
@@ -328,8 +332,14 @@ class EventMapper:
             return
         args = event.args or NO_ARGS
         dims, types = args.input_dims, args.input_type
-        shapes = self._shapes(dims) if isinstance(dims, list) else None
-        dtypes = self._dtypes(types) if isinstance(types, list) else None
+        if type(dims) is msgspec.Raw:
+            shapes = self._from_text(dims, self._raw_shapes, self._shapes)
+        else:
+            shapes = self._shapes(dims) if isinstance(dims, list) else None
+        if type(types) is msgspec.Raw:
+            dtypes = self._from_text(types, self._raw_dtypes, self._dtypes)
+        else:
+            dtypes = self._dtypes(types) if isinstance(types, list) else None
         pid, tid = event.pid, event.tid
         rng = CpuRange(index, known[0], start, end,
                        pid if type(pid) is int else as_int_id(pid),
@@ -346,6 +356,21 @@ class EventMapper:
 
     # Operators repeat a few shapes and dtype lists thousands of times: each distinct one is
     # converted once (the cache stops growing at `_MAX_CACHED`; a hostile trace's are not kept).
+    @staticmethod
+    def _from_text(raw: msgspec.Raw, cache: dict[bytes, Any],
+                   convert: Callable[[list], Any]) -> Any:
+        """A list-valued arg left as its JSON text (`event_record`): ``convert`` of the list it
+        decodes to (None for any other value), once per distinct text. The text is one the
+        batch's decoder took, so it decodes, with that decoder's values."""
+        key = bytes(raw)
+        found = cache.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            value = values_decoder().decode(key)
+            found = convert(value) if isinstance(value, list) else None
+            if len(cache) < _MAX_CACHED:
+                cache[key] = found
+        return found
+
     def _shapes(self, dims: list) -> tuple | None:
         try:
             key = repr(dims)  # exact: equal text, equal JSON value

@@ -6,14 +6,17 @@ and most are never read: flow arrows, an operator's ``External id``, ``Record fu
 structs (`records_decoder`), skipping every other key in C, and the mapper reads attributes
 instead of ``dict.get`` (issue #39: HTA's df_index_resolver trace, 216,092 events, read in
 about two thirds of the time). msgspec is already advisor's batch decoder
-(`event_stream._batch_decoder`); its typed decode keeps its untyped one's values for the fields
-kept, floats as their text included (``float_hook=str``: the fields are typed ``Any``).
+(`event_stream.batch_decoder`); its typed decode keeps its untyped one's values for the fields
+kept, floats as their text included (``float_hook=str``: the fields are typed ``Any``). An
+operator's ``Input Dims`` and ``Input type`` stay their JSON text (`msgspec.Raw`) until the
+mapper converts each distinct text once, with that same untyped decoder.
 
 Only the shape of the event is typed: an event that is not a JSON object, or whose ``args`` is
 present but not an object, fails the typed decode of its batch, which is then decoded as dicts
 as before, and `record_of` turns each dict into the record that the typed decode would have
 given (or None for a value that is no event), with ``args`` that are not an object read as
-none, as `event_mapper.validated` did.
+none, as `event_mapper.validated` did; its ``Input Dims`` and ``Input type`` are the decoded
+values, not their text.
 """
 
 from __future__ import annotations
@@ -40,8 +43,11 @@ class Args(msgspec.Struct, frozen=True):
     """The ``args`` keys the mapper reads (any other key is skipped by the decoder)."""
 
     correlation: Any = None
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    input_type: Any = msgspec.field(default=None, name="Input type")
+    # An operator's input shapes and dtypes, left as their JSON text by the typed decode (a
+    # window repeats a few of them: the mapper converts each distinct text once); values where
+    # the event was decoded as a dict.
+    input_dims: msgspec.Raw = msgspec.field(default=None, name="Input Dims")
+    input_type: msgspec.Raw = msgspec.field(default=None, name="Input type")
     concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
     sequence_number: Any = msgspec.field(default=None, name="Sequence number")
     fwd_thread_id: Any = msgspec.field(default=None, name="Fwd thread id")

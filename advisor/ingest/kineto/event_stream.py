@@ -3,7 +3,7 @@
 Kineto traces reach hundreds of megabytes. Parsing the whole document at once holds the text and
 every event dict together, several times the file's size; here the decompressed text is read in
 chunks and the complete events ahead are decoded together, a few hundred KiB at a time (by
-``msgspec``, `_batch_decoder`), or one value at a time (stdlib ``json``'s C scanner via
+``msgspec``, `batch_decoder`), or one value at a time (stdlib ``json``'s C scanner via
 ``raw_decode``) at chunk ends and wherever the batch cannot be taken, so memory holds one chunk
 plus whatever the caller keeps of each event.
 
@@ -57,7 +57,7 @@ same as `_DECODER`'s, without a Python call per integer (a third of the decode t
 
 
 @functools.cache
-def _batch_decoder() -> Any:
+def batch_decoder() -> Any:
     """The decoder of `_TextReader.batch`: msgspec's (a dependency of advisor), with floats as
     their text like `_FAST_DECODER`. On Kineto's events it decodes in two thirds of the C
     scanner's time (loader-imagenet's 61 MB of JSON: 0.53 -> 0.40 s; issue #17), and where
@@ -244,7 +244,7 @@ class _TextReader:
 
     def batch(self) -> list[Any] | None:
         """The complete events ahead of ``pos`` (at most `BATCH_CHARS` of text), decoded by one
-        C call as one array (`_batch_decoder`); ``pos`` is left on the comma after the last.
+        C call as one array (`batch_decoder`); ``pos`` is left on the comma after the last.
 
         Decoding one event per call paid as much in Python around the scanner (whitespace,
         separators, the long-digit check) as the scanner itself. The cut is the last ``},``
@@ -296,7 +296,7 @@ class _TextReader:
             except (ValueError, RecursionError):  # not JSON msgspec takes (as below)
                 return _stdlib_array(text)
         try:
-            return _batch_decoder().decode(text)
+            return batch_decoder().decode(text)
         except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
             return _stdlib_array(text)
 
