@@ -47,7 +47,7 @@ from advisor.graph.kernels import (
     op_precision,
     short_name,
 )
-from advisor.graph.model import GpuOp, OpGraph, Step
+from advisor.graph.model import CpuRange, GpuOp, OpGraph, Step
 from advisor.graph.probe_work import NO_PROBE, ProbeSizes, probe_work
 from advisor.graph.queries import steps_ops
 
@@ -249,7 +249,58 @@ def _work(graph: OpGraph, op: GpuOp, precision: str,
                 return (-1 - probe.partners.get(op.id, op.id) if r is None else r.id), work
         if r is None:
             return None, None
-    return r.id, operator_work(r, shapes, PRECISION_ITEMSIZE.get(precision))
+    return r.id, _operator_work(graph, r, shapes, PRECISION_ITEMSIZE.get(precision))
+
+
+def _operator_work(graph: OpGraph, r: CpuRange, shapes: tuple | None,
+                   itemsize: int | None) -> Work:
+    """`operator_work`, kept on the graph for ranges of the same operator, input shapes and
+    dtypes, scalar inputs and item size: each step of the window runs the same operators on the
+    same shapes (a twentieth of the rule pass on HTA's trace_diff/test; issue #39). The key
+    names the shapes and dtypes objects, which the entry holds: the Kineto reader makes one
+    tuple per distinct text of them, and an equal-comparing tuple of other element types
+    (``(True,)`` and ``(1,)``) would not do the same work."""
+    memo = graph.__dict__.setdefault("_operator_works", {})
+    key = (r.name, id(shapes), id(r.dtypes), r.concrete, itemsize)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (shapes, r.dtypes, operator_work(r, shapes, itemsize))
+    return found[2]
+
+
+_Works = dict[tuple[int, str], tuple[GpuOp, int | None, Work | None]]
+
+
+def _work_memo(works: _Works, graph: OpGraph, op: GpuOp, precision: str,
+               probe: ProbeSizes) -> tuple[int | None, Work | None]:
+    """`_work` through ``works`` (`_works`), keyed by the op object itself: the entry holds
+    the op, so its ``id()`` names no other op while the memo lives (op ids of a hand-built
+    graph need not be unique)."""
+    key = (id(op), precision)
+    found = works.get(key)
+    if found is None:
+        found = works[key] = (op, *_work(graph, op, precision, probe))
+    return found[1], found[2]
+
+
+def _probe_key(probe: ProbeSizes) -> tuple:
+    """``probe`` as a hashable key of the memos below (empty, hence cheap, without a probe)."""
+    return (tuple(sorted(probe.positions.items())), tuple(sorted(probe.partners.items())))
+
+
+def _works(graph: OpGraph, probe: ProbeSizes) -> _Works:
+    """The memo of `_work` on ``graph`` for ``probe``: (op, precision) -> its answer.
+
+    gemm-shape-alignment and the report's step efficiency ask `_work` of every kernel of the
+    same steps, and step efficiency asks it again of each GEMM and attention kernel: three
+    times a kernel (HTA's df_index_resolver: 0.25 of its 2.2 CPU s; issue #39). The answer is
+    pure in the op, its precision and the probe (the graph is not changed once loaded)."""
+    memo = graph.__dict__.setdefault("_kernel_works", {})
+    key = _probe_key(probe)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = {}
+    return found
 
 
 def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp], spec: GpuSpec | None,
@@ -258,33 +309,48 @@ def kernel_efficiency(graph: OpGraph, ops: Sequence[GpuOp], spec: GpuSpec | None
 
     An operator that launched several kernels (split-K GEMM and its reduction, attention's
     backward passes) is one entry: its work is done by all of them together. ``probe``: what
-    an nsys capture's shape probe tells about ``ops``."""
+    an nsys capture's shape probe tells about ``ops``.
+
+    Kept on the graph per (kernels, GPU, probe): gemm-shape-alignment and the report ask it of
+    the same steps' kernels (issue #39); the answer is a new list each time, of frozen entries.
+    The key names the kernel objects (the entry holds them, as `_work_memo`'s does)."""
+    kernels = tuple(op for op in ops if op.kind.value == "kernel")
+    memo = graph.__dict__.setdefault("_kernel_efficiency", {})
+    key = (tuple(map(id, kernels)), spec, _probe_key(probe))
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = (kernels, tuple(_kernel_efficiency(graph, kernels, spec, probe)))
+    return list(found[1])
+
+
+def _kernel_efficiency(graph: OpGraph, kernels: Sequence[GpuOp], spec: GpuSpec | None,
+                       probe: ProbeSizes) -> list[KernelEfficiency]:
+    """`kernel_efficiency` computed (``kernels``: its ops that are kernels)."""
+    works = _works(graph, probe)
     by_range: dict[int, list[GpuOp]] = defaultdict(list)
-    works: dict[int, Work] = {}
+    works_of: dict[int, Work] = {}
     orphans: list[GpuOp] = []
-    for op in ops:
-        if op.kind.value != "kernel":
-            continue
-        rid, work = _work(graph, op, op_precision(graph, op), probe)
+    for op in kernels:
+        rid, work = _work_memo(works, graph, op, op_precision(graph, op), probe)
         if rid is None or work is None:
             orphans.append(op)
             continue
         by_range[rid].append(op)
-        works[rid] = work
+        works_of[rid] = work
     groups: dict[tuple, list] = defaultdict(lambda: [0, 0, 0.0, 0.0, []])
     meta: dict[tuple, tuple] = {}
-    for rid, kernels in by_range.items():
-        work = works[rid]
-        main = max(kernels, key=lambda k: k.duration_ns)
+    for rid, launched in by_range.items():
+        work = works_of[rid]
+        main = max(launched, key=lambda k: k.duration_ns)
         precision = op_precision(graph, main)
         cat = classify(main).value
         key = (work.op, work.sizes, short_name(main.name, 120), precision, cat)
         g = groups[key]
         g[0] += 1
-        g[1] += sum(k.duration_ns for k in kernels)
+        g[1] += sum(k.duration_ns for k in launched)
         g[2] = None if work.flops is None or g[2] is None else g[2] + work.flops
         g[3] = None if work.bytes is None or g[3] is None else g[3] + work.bytes
-        g[4].extend(k.id for k in kernels)
+        g[4].extend(k.id for k in launched)
         meta[key] = (work.reason,)
     for op in orphans:
         precision = op_precision(graph, op)
@@ -318,11 +384,12 @@ def step_efficiency(graph: OpGraph, steps: Sequence[Step],
     model = 0.0
     seen: set[int] = set()
     unknown: dict[tuple[str, str], float] = defaultdict(float)
+    works = _works(graph, probe)
     for op in ops:
         if op.kind.value != "kernel" or classify(op) not in _COMPUTE:
             continue
         compute_ns += op.duration_ns
-        rid, work = _work(graph, op, op_precision(graph, op), probe)
+        rid, work = _work_memo(works, graph, op, op_precision(graph, op), probe)
         if rid is None or work is None or work.flops is None:
             unknown[(classify(op).value, _unknown_reason(graph, op, work))] += op.duration_ns
         if rid is None or work is None:

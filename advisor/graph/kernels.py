@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING
 from advisor.graph.model import GpuOp, GpuOpKind
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from advisor.graph.model import CpuRange, OpGraph
 
 
@@ -374,7 +376,24 @@ def input_shapes(r: CpuRange) -> tuple | None:
 
 def input_precision(r: CpuRange) -> str:
     """The narrowest floating-point input datatype the operator recorded, or "unknown"."""
-    labels = [_DTYPE_LABELS.get(str(t).lower()) for t in (r.dtypes or ())]
+    dtypes = r.dtypes or ()
+    if type(dtypes) is tuple:
+        try:
+            return _dtypes_precision(dtypes)
+        except TypeError:  # an element that cannot be hashed (none the readers make)
+            pass
+    return _precision_of(dtypes)
+
+
+@lru_cache(maxsize=4096)  # asked of every kernel's operator; a window repeats few dtype lists
+def _dtypes_precision(dtypes: tuple) -> str:
+    """`_precision_of` for a tuple: tuples that compare equal give the same answer (a dtype is
+    read through its text, and no text of an equal-comparing non-string is a dtype name)."""
+    return _precision_of(dtypes)
+
+
+def _precision_of(dtypes: Iterable[object]) -> str:
+    labels = [_DTYPE_LABELS.get(str(t).lower()) for t in dtypes]
     for label in ("fp8", "fp16/bf16", "fp32", "fp64"):
         if label in labels:
             return label

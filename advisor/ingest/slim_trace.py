@@ -292,7 +292,7 @@ def _decoded_graph(path: Path, scan: _Scan, options: LoadOptions) -> OpGraph | N
     if any(_has_long_integer(t) for t in [text, *others.values()]):
         return None
     try:
-        events = _ANY.decode(text)
+        events = _events(text)
         metadata = {key: _ANY.decode(value) for key, value in others.items()}
     except (msgspec.DecodeError, RecursionError):
         return None
@@ -300,6 +300,17 @@ def _decoded_graph(path: Path, scan: _Scan, options: LoadOptions) -> OpGraph | N
     if options.recorded_steps is not None:
         keep_recorded(graph, options.recorded_steps)
     return graph
+
+
+def _events(text: bytes) -> list[Any]:
+    """The kept events as the Kineto stream decodes a batch: records
+    (`advisor.ingest.kineto.event_record`) where every element is an event, else values."""
+    from advisor.ingest.kineto.event_record import records_decoder
+
+    try:
+        return records_decoder().decode(text)
+    except msgspec.ValidationError:  # JSON, but not all events: as values, as the stream does
+        return _ANY.decode(text)
 
 
 def _has_long_integer(text: bytes) -> bool:

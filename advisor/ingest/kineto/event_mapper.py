@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import msgspec
+
 from advisor.graph.api_names import normalize
 from advisor.graph.model import (
     ApiCall,
@@ -31,7 +33,9 @@ from advisor.graph.model import (
     SyncWait,
 )
 from advisor.ingest.input_file import MAX_NAME_CHARS
+from advisor.ingest.kineto.event_record import ABSENT, NO_ARGS, Args, EventRecord, record_of
 from advisor.ingest.kineto.event_stream import NS_LIMIT, us_to_ns
+from advisor.ingest.kineto.event_stream import batch_decoder as values_decoder
 
 # Record-function names torch.profiler itself emits. The 2021 format files them under
 # ``Operator``, next to aten ops; they are annotations (steps, phases), not operators.
@@ -81,9 +85,12 @@ def clean_text(value: Any) -> str:
 
 
 def as_int_id(value: Any) -> int:
-    """A pid/tid as an int: Kineto writes ints, numeric strings or labels like ``stream 7``."""
+    """A pid/tid as an int: Kineto writes ints, numeric strings or labels like ``stream 7``
+    (an absent pid, `ABSENT`, is 0, as ``event.get("pid", 0)`` read it)."""
     if type(value) is int:
         return value
+    if value is ABSENT:
+        return 0
     text = str(value)
     match = _TRAILING_INT.search(text)
     if match:
@@ -104,20 +111,17 @@ def _as_tuple(value: Any, depth: int = 0) -> Any:
     return None if isinstance(value, dict) else value
 
 
-def validated(event: dict[str, Any]) -> dict[str, Any]:
-    """The boundary check of one event's shared fields: ``args`` an object, ``name`` text of
-    bounded length. Every handler reads through it, so none needs its own ``isinstance``.
-    Returns the event itself when it is well-formed (the common case, no copy)."""
-    args, name = event.get("args"), event.get("name", "")
-    if (args is None or type(args) is dict) and type(name) is str and len(name) <= MAX_NAME_CHARS:
+def validated(event: EventRecord) -> EventRecord:
+    """The boundary check of one event's shared fields: ``name`` text of bounded length
+    (``args`` are an object or none already: `event_record`). Every handler reads through it,
+    so none needs its own ``isinstance``. Returns the event itself when it is well-formed (the
+    common case, no copy)."""
+    name = event.name
+    if type(name) is str and len(name) <= MAX_NAME_CHARS:
         return event
-    fixed = dict(event)
-    if args is not None and type(args) is not dict:
-        fixed["args"] = {}
     if type(name) is not str:
         name = "" if isinstance(name, (dict, list)) or name is None else str(name)
-    fixed["name"] = name[:MAX_NAME_CHARS]
-    return fixed
+    return msgspec.structs.replace(event, name=name[:MAX_NAME_CHARS])
 
 
 def _dim3(value: Any) -> tuple[int, int, int] | None:
@@ -176,25 +180,34 @@ class EventMapper:
         self._shape_cache: dict[str, Any] = {}
         self._api_names: dict[str, str] = {}  # a call's name as written -> normalised, interned
         self._dtype_cache: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # ``Input Dims`` / ``Input type`` as JSON text (`event_record`) -> `_shapes` / `_dtypes`
+        self._raw_shapes: dict[bytes, Any] = {}
+        self._raw_dtypes: dict[bytes, Any] = {}
         # an operator's name -> (interned, a profiler annotation?)
         self._operator_names: dict[str, tuple[str, bool]] = {}
 
     def add(self, index: int, event: Any) -> None:
-        """Translate one element of ``traceEvents``; anything not understood is skipped."""
-        if not isinstance(event, dict):
+        """Translate one element of ``traceEvents`` as JSON decodes it (a dict, for an
+        event); anything not understood is skipped."""
+        record = record_of(event)
+        if record is None:
             self.out.counts["not_events"] += 1
             return
-        phase = event.get("ph")
+        self.add_record(index, record)
+
+    def add_record(self, index: int, event: EventRecord) -> None:
+        """Translate one event decoded as a record (`event_record`); anything not understood
+        is skipped."""
+        phase = event.ph
         if phase != "X" and phase != "M":  # flow arrows, instants, counters: nothing to map
             return
-        args, name = event.get("args"), event.get("name", "")
-        if not ((args is None or type(args) is dict) and type(name) is str
-                and len(name) <= MAX_NAME_CHARS):  # `validated`'s test, inlined: every event
+        name = event.name
+        if not (type(name) is str and len(name) <= MAX_NAME_CHARS):  # `validated`'s test
             event = validated(event)  # (its "ph" stays as it was)
         if phase == "M":
             self._metadata(event)
             return
-        cat = event.get("cat")
+        cat = event.cat
         if not isinstance(cat, str):
             return
         handler = self._by_category.get(cat, _UNSEEN)
@@ -210,7 +223,7 @@ class EventMapper:
         # `us_to_ns` inlined for what Kineto writes, ints and "123.456" (two per event); the
         # digit limits keep the inlined results in range (anything else: `us_to_ns`).
         # (each text's digits made once: ``digits`` is read by the test and the conversion)
-        ts, dur = event.get("ts"), event.get("dur", 0)
+        ts, dur = event.ts, event.dur
         if type(ts) is int:
             start = ts * 1000
         elif (type(ts) is str and 3 < len(ts) < 20 and ts[-4] == "."
@@ -245,19 +258,19 @@ class EventMapper:
 
     # ----- metadata ------------------------------------------------------------------------
 
-    def _metadata(self, event: dict[str, Any]) -> None:
-        args = event.get("args") or {}
-        name = event.get("name")
-        pid = event.get("pid")
-        if pid is None or pid == "":
+    def _metadata(self, event: EventRecord) -> None:
+        args = event.args or NO_ARGS
+        name = event.name
+        pid = event.pid
+        if pid is ABSENT or pid is None or pid == "":
             return
-        if name == "process_name" and "name" in args:
-            self.out.process_names[as_int_id(pid)] = clean_text(args["name"])
-        elif name == "process_labels" and "labels" in args:
-            self.out.process_labels[as_int_id(pid)] = clean_text(args["labels"])
-        elif name == "thread_name" and "name" in args:
-            key = (as_int_id(pid), as_int_id(event.get("tid", 0)))
-            self.out.thread_names[key] = clean_text(args["name"])
+        if name == "process_name" and args.name is not ABSENT:
+            self.out.process_names[as_int_id(pid)] = clean_text(args.name)
+        elif name == "process_labels" and args.labels is not ABSENT:
+            self.out.process_labels[as_int_id(pid)] = clean_text(args.labels)
+        elif name == "thread_name" and args.name is not ABSENT:
+            key = (as_int_id(pid), as_int_id(event.tid))
+            self.out.thread_names[key] = clean_text(args.name)
 
     # ----- host side -----------------------------------------------------------------------
 
@@ -269,19 +282,19 @@ class EventMapper:
             kept = self._strings[text] = clean_text(text)
         return kept
 
-    def _host_ids(self, event: dict[str, Any]) -> tuple[int, int]:
-        return as_int_id(event.get("pid", 0)), as_int_id(event.get("tid", 0))
+    def _host_ids(self, event: EventRecord) -> tuple[int, int]:
+        return as_int_id(event.pid), as_int_id(event.tid)
 
-    def _api(self, index: int, event: dict[str, Any], start: int, end: int,
+    def _api(self, index: int, event: EventRecord, start: int, end: int,
              layer: ApiLayer) -> None:
-        raw = event.get("name", "")  # a str, bounded: `validated`
+        raw = event.name  # a str, bounded: `validated`
         name = self._api_names.get(raw)
         if name is None:  # a trace repeats a few call names: each is normalised once
             name = self._intern(normalize(str(raw)))
             if len(self._api_names) < _MAX_CACHED:
                 self._api_names[raw] = name
-        pid, tid = event.get("pid", 0), event.get("tid", 0)
-        correlation = (event.get("args") or {}).get("correlation")
+        pid, tid = event.pid, event.tid
+        correlation = (event.args or NO_ARGS).correlation
         if type(correlation) is not int:
             correlation = -1 - index  # unique and negative: joins nothing
         self.out.api_calls.append(ApiCall(
@@ -289,26 +302,26 @@ class EventMapper:
             tid if type(tid) is int else as_int_id(tid), correlation, layer))
         self.out.counts["api_calls"] += 1
 
-    def _runtime(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+    def _runtime(self, index: int, event: EventRecord, start: int, end: int) -> None:
         self._api(index, event, start, end, ApiLayer.RUNTIME)
 
-    def _driver(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+    def _driver(self, index: int, event: EventRecord, start: int, end: int) -> None:
         self._api(index, event, start, end, ApiLayer.DRIVER)
 
-    def _range(self, index: int, event: dict[str, Any], start: int, end: int,
+    def _range(self, index: int, event: EventRecord, start: int, end: int,
                source: RangeSource, shapes: tuple | None = None,
                dtypes: tuple | None = None) -> CpuRange:
         pid, tid = self._host_ids(event)
-        rng = CpuRange(id=index, name=self._intern(event.get("name", "")), start_ns=start,
+        rng = CpuRange(id=index, name=self._intern(event.name), start_ns=start,
                        end_ns=end, pid=pid, tid=tid, source=source, shapes=shapes,
                        dtypes=dtypes)
         self.out.ranges.append(rng)
         return rng
 
-    def _operator(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+    def _operator(self, index: int, event: EventRecord, start: int, end: int) -> None:
         # The trace's most common event (loader-imagenet: 143k of 160k): `_range`,
         # `_host_ids` and `_intern` inlined, the range built positionally (issue #17).
-        name = event.get("name", "")  # a str, bounded: `validated`
+        name = event.name  # a str, bounded: `validated`
         known = self._operator_names.get(name)
         if known is None:  # each operator name interned and tested once
             known = (self._intern(name), _is_profiler_annotation(name))
@@ -317,26 +330,47 @@ class EventMapper:
         if known[1]:
             self._annotation(index, event, start, end)
             return
-        args = event.get("args") or {}
-        dims, types = args.get("Input Dims"), args.get("Input type")
-        shapes = self._shapes(dims) if isinstance(dims, list) else None
-        dtypes = self._dtypes(types) if isinstance(types, list) else None
-        pid, tid = event.get("pid", 0), event.get("tid", 0)
+        args = event.args or NO_ARGS
+        dims, types = args.input_dims, args.input_type
+        if type(dims) is msgspec.Raw:
+            shapes = self._from_text(dims, self._raw_shapes, self._shapes)
+        else:
+            shapes = self._shapes(dims) if isinstance(dims, list) else None
+        if type(types) is msgspec.Raw:
+            dtypes = self._from_text(types, self._raw_dtypes, self._dtypes)
+        else:
+            dtypes = self._dtypes(types) if isinstance(types, list) else None
+        pid, tid = event.pid, event.tid
         rng = CpuRange(index, known[0], start, end,
                        pid if type(pid) is int else as_int_id(pid),
                        tid if type(tid) is int else as_int_id(tid),
                        _OPERATOR, "", shapes, dtypes)
         self.out.ranges.append(rng)
-        concrete = args.get("Concrete Inputs")
+        concrete = args.concrete_inputs
         if isinstance(concrete, list) and "attention" in known[0]:  # is_causal (graph.flops)
             rng.concrete = tuple(str(c)[:16] for c in concrete[:24])
-        seq, fwd = args.get("Sequence number"), args.get("Fwd thread id")
+        seq, fwd = args.sequence_number, args.fwd_thread_id
         if type(seq) is int and type(fwd) is int and seq >= 0 and fwd >= 0:
             rng.sequence, rng.fwd_thread = seq, fwd
         self.out.counts["cpu_ops"] += 1
 
     # Operators repeat a few shapes and dtype lists thousands of times: each distinct one is
     # converted once (the cache stops growing at `_MAX_CACHED`; a hostile trace's are not kept).
+    @staticmethod
+    def _from_text(raw: msgspec.Raw, cache: dict[bytes, Any],
+                   convert: Callable[[list], Any]) -> Any:
+        """A list-valued arg left as its JSON text (`event_record`): ``convert`` of the list it
+        decodes to (None for any other value), once per distinct text. The text is one the
+        batch's decoder took, so it decodes, with that decoder's values."""
+        key = bytes(raw)
+        found = cache.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            value = values_decoder().decode(key)
+            found = convert(value) if isinstance(value, list) else None
+            if len(cache) < _MAX_CACHED:
+                cache[key] = found
+        return found
+
     def _shapes(self, dims: list) -> tuple | None:
         try:
             key = repr(dims)  # exact: equal text, equal JSON value
@@ -362,18 +396,18 @@ class EventMapper:
                 self._dtype_cache[key] = found
         return found
 
-    def _annotation(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+    def _annotation(self, index: int, event: EventRecord, start: int, end: int) -> None:
         self._range(index, event, start, end, RangeSource.ANNOTATION)
         self.out.counts["annotations"] += 1
 
-    def _python(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
+    def _python(self, index: int, event: EventRecord, start: int, end: int) -> None:
         # A with_stack trace's most common event (loader-imagenet-restarts: 200k of 313k):
         # `_range`, `_host_ids` and `_intern` inlined as in `_operator`.
-        name = event.get("name", "")  # a str, bounded: `validated`
+        name = event.name  # a str, bounded: `validated`
         interned = self._strings.get(name)
         if interned is None:
             interned = self._intern(name)
-        pid, tid = event.get("pid", 0), event.get("tid", 0)
+        pid, tid = event.pid, event.tid
         self.out.ranges.append(CpuRange(index, interned, start, end,
                                         pid if type(pid) is int else as_int_id(pid),
                                         tid if type(tid) is int else as_int_id(tid), _PYTHON))
@@ -381,54 +415,53 @@ class EventMapper:
 
     # ----- device side ---------------------------------------------------------------------
 
-    def _gpu_op(self, index: int, event: dict[str, Any], start: int, end: int,
-                kind: GpuOpKind, args: dict[str, Any] | None = None) -> GpuOp:
+    def _gpu_op(self, index: int, event: EventRecord, start: int, end: int,
+                kind: GpuOpKind, args: Args) -> GpuOp:
         # A trace's second most common event: the op built positionally, the pid's and the
         # name's common cases inlined (`as_int_id`, `_intern`), ``args`` read once with
         # `_kernel`'s (issue #39: a rank of a job is mostly GPU ops and their launches).
-        if args is None:
-            args = event.get("args") or {}
-        pid = event.get("pid", 0)
+        pid = event.pid
         row_pid = pid if type(pid) is int else as_int_id(pid)
-        name = event.get("name", "")  # a str, bounded: `validated`
+        name = event.name  # a str, bounded: `validated`
         interned = self._strings.get(name)
         if interned is None:
             interned = self._intern(name)
-        device, stream, correlation = args.get("device"), args.get("stream"), args.get("correlation")
+        device, stream, correlation = args.device, args.stream, args.correlation
         op = GpuOp(index, kind, interned, start, end,
                    device if type(device) is int else row_pid,
-                   stream if type(stream) is int else as_int_id(event.get("tid", 0)),
+                   stream if type(stream) is int else as_int_id(event.tid),
                    row_pid, correlation if type(correlation) is int else None)
         self.out.gpu_ops.append(op)
         self.out.gpu_rows.add(row_pid)
         return op
 
-    def _kernel(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        args = event.get("args") or {}
+    def _kernel(self, index: int, event: EventRecord, start: int, end: int) -> None:
+        args = event.args or NO_ARGS
         op = self._gpu_op(index, event, start, end, GpuOpKind.KERNEL, args)
-        op.grid, op.block = _dim3(args.get("grid")), _dim3(args.get("block"))
+        op.grid, op.block = _dim3(args.grid), _dim3(args.block)
         self.out.counts["kernels"] += 1
 
-    def _memcpy(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        args = event.get("args") or {}
+    def _memcpy(self, index: int, event: EventRecord, start: int, end: int) -> None:
+        args = event.args or NO_ARGS
         op = self._gpu_op(index, event, start, end, GpuOpKind.MEMCPY, args)
-        match = _COPY_KIND.search(op.name) or _COPY_KIND.search(str(args.get("kind", "")))
+        kind = "" if args.kind is None else str(args.kind)  # (null and absent: no kind)
+        match = _COPY_KIND.search(op.name) or _COPY_KIND.search(kind)
         op.copy_kind = match.group(1) if match else ""
         op.host_memory = _host_memory(op.name)
-        op.bytes = _byte_count(args.get("bytes"))
+        op.bytes = _byte_count(args.bytes)
         self.out.counts["memcpys"] += 1
 
-    def _memset(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        args = event.get("args") or {}
+    def _memset(self, index: int, event: EventRecord, start: int, end: int) -> None:
+        args = event.args or NO_ARGS
         op = self._gpu_op(index, event, start, end, GpuOpKind.MEMSET, args)
-        op.bytes = _byte_count(args.get("bytes"))
+        op.bytes = _byte_count(args.bytes)
         self.out.counts["memsets"] += 1
 
-    def _sync(self, index: int, event: dict[str, Any], start: int, end: int) -> None:
-        args = event.get("args") or {}
-        kind_name = str(args.get("cuda_sync_kind") or event.get("name") or "").strip().lower()
-        stream, device, correlation = args.get("stream"), args.get("device"), args.get("correlation")
-        row_pid = as_int_id(event.get("pid", 0))
+    def _sync(self, index: int, event: EventRecord, start: int, end: int) -> None:
+        args = event.args or NO_ARGS
+        kind_name = str(args.cuda_sync_kind or event.name or "").strip().lower()
+        stream, device, correlation = args.stream, args.device, args.correlation
+        row_pid = as_int_id(event.pid)
         self.out.syncs.append(SyncWait(
             id=index, kind=SYNC_KINDS.get(kind_name, SyncKind.OTHER), start_ns=start,
             end_ns=end, pid=row_pid, tid=None,
@@ -440,7 +473,7 @@ class EventMapper:
         self.out.counts["syncs"] += 1
 
 
-Handler = Callable[[EventMapper, int, dict[str, Any], int, int], None]
+Handler = Callable[[EventMapper, int, EventRecord, int, int], None]
 _HANDLERS: dict[str, Handler] = {
     "cuda_runtime": EventMapper._runtime,
     "runtime": EventMapper._runtime,

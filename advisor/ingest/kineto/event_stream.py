@@ -3,7 +3,7 @@
 Kineto traces reach hundreds of megabytes. Parsing the whole document at once holds the text and
 every event dict together, several times the file's size; here the decompressed text is read in
 chunks and the complete events ahead are decoded together, a few hundred KiB at a time (by
-``msgspec``, `_batch_decoder`), or one value at a time (stdlib ``json``'s C scanner via
+``msgspec``, `batch_decoder`), or one value at a time (stdlib ``json``'s C scanner via
 ``raw_decode``) at chunk ends and wherever the batch cannot be taken, so memory holds one chunk
 plus whatever the caller keeps of each event.
 
@@ -57,7 +57,7 @@ same as `_DECODER`'s, without a Python call per integer (a third of the decode t
 
 
 @functools.cache
-def _batch_decoder() -> Any:
+def batch_decoder() -> Any:
     """The decoder of `_TextReader.batch`: msgspec's (a dependency of advisor), with floats as
     their text like `_FAST_DECODER`. On Kineto's events it decodes in two thirds of the C
     scanner's time (loader-imagenet's 61 MB of JSON: 0.53 -> 0.40 s; issue #17), and where
@@ -72,6 +72,18 @@ _DIGITS_AS_ZERO = str.maketrans("123456789", "000000000")
 _LONG_DIGITS = "0" * (MAX_INT_DIGITS + 1)
 """A long digit run, in the buffer's shadow copy where every digit reads ``0``: found by
 ``str.find`` (C, a few ms per chunk), where a regular expression took 40 ms a chunk."""
+
+
+def _stdlib_array(text: str) -> list[Any] | None:
+    """Text msgspec refuses and the stdlib takes (NaN, a lone surrogate escape), text that is
+    no one array, or bad JSON: as the stdlib decodes it, or None (see `_TextReader.batch`)."""
+    try:
+        values, end = _FAST_DECODER.raw_decode(text)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        return None
+    if end != len(text):  # the cut was past the event list's end (a later key's value)
+        return None
+    return values
 
 
 def looks_like_json(head: bytes) -> bool:
@@ -135,10 +147,12 @@ class TraceDocument:
 class _TextReader:
     """Decoded text of the file in a sliding buffer, refilled on demand."""
 
-    def __init__(self, path: Path, raw: IO[bytes] | CappedReader, chunk_bytes: int) -> None:
+    def __init__(self, path: Path, raw: IO[bytes] | CappedReader, chunk_bytes: int,
+                 records: Any = None) -> None:
         self.path = path
         self._raw = raw
         self._chunk_bytes = chunk_bytes
+        self._records = records  # a typed batch decoder (`iter_event_batches`), or None
         self.codec = raw.codec if isinstance(raw, CappedReader) else None
         self._started = False  # text was decoded: bad bytes now mean a corrupt trace
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")()
@@ -230,7 +244,7 @@ class _TextReader:
 
     def batch(self) -> list[Any] | None:
         """The complete events ahead of ``pos`` (at most `BATCH_CHARS` of text), decoded by one
-        C call as one array (`_batch_decoder`); ``pos`` is left on the comma after the last.
+        C call as one array (`batch_decoder`); ``pos`` is left on the comma after the last.
 
         Decoding one event per call paid as much in Python around the scanner (whitespace,
         separators, the long-digit check) as the scanner itself. The cut is the last ``},``
@@ -243,7 +257,14 @@ class _TextReader:
         DDP trace: 1,679 failed batches, 1.8 s to read). When no cut parses, as for nesting
         too deep or any malformed text, None is returned and the caller decodes one value at a
         time as before, with the same values and the same errors.
+
+        A batch's reach of text is read first when less is left in the buffer: an event that
+        the chunk's end cut was otherwise decoded alone, after a failed parse of the cut text
+        whose error counted the newlines of the whole buffer for its line number (``json``'s
+        ``JSONDecodeError``: about 3% of reading loader-imagenet's trace; issue #39).
         """
+        if not self.eof and len(self.buf) - self.pos < BATCH_CHARS:
+            self.fill()
         buf, pos = self.buf, self.pos
         long_at = self._long_run_ahead()
         end = pos + BATCH_CHARS if long_at is None else min(pos + BATCH_CHARS, long_at)
@@ -255,27 +276,29 @@ class _TextReader:
             after = _WS.match(buf, cut + 2).end()
             if after < len(buf) and buf[after] != "{":
                 continue  # no event starts after this comma: it is inside a string
-            values = self._decode_batch("[" + buf[pos:cut + 1] + "]")
+            values = self._decode_batch("[" + buf[pos:cut + 1] + "]", self._records)
             if values is not None:
                 self.pos = cut + 1
                 return values
         return None
 
     @staticmethod
-    def _decode_batch(text: str) -> list[Any] | None:
-        """``text`` as one array, or None when it is not one (see `batch`)."""
-        try:
-            return _batch_decoder().decode(text)
-        except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
-            # Text msgspec refuses and the stdlib takes (NaN, a lone surrogate escape), text
-            # that is no one array, or bad JSON: as the stdlib decodes it, or not at all.
+    def _decode_batch(text: str, records: Any = None) -> list[Any] | None:
+        """``text`` as one array, or None when it is not one (see `batch`). With ``records``
+        (a typed decoder), its records where it takes every element, else the values."""
+        if records is not None:
+            import msgspec  # already imported: ``records`` is a msgspec decoder
+
             try:
-                values, end = _FAST_DECODER.raw_decode(text)
-            except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
-                return None
-            if end != len(text):  # the cut was past the event list's end (a later key's value)
-                return None
-            return values
+                return records.decode(text)
+            except msgspec.ValidationError:  # JSON, but not all events: decoded as values
+                pass
+            except (ValueError, RecursionError):  # not JSON msgspec takes (as below)
+                return _stdlib_array(text)
+        try:
+            return batch_decoder().decode(text)
+        except (ValueError, RecursionError):  # msgspec.DecodeError is a ValueError
+            return _stdlib_array(text)
 
     def _decode(self) -> tuple[Any, int]:
         """`_DECODER.raw_decode` at ``pos``, through `_FAST_DECODER` where that is the same."""
@@ -352,12 +375,18 @@ def iter_events(path: Path, doc: TraceDocument, chunk_bytes: int = CHUNK_BYTES,
 
 
 def iter_event_batches(path: Path, doc: TraceDocument, chunk_bytes: int = CHUNK_BYTES,
-                       limits: UnpackLimits | None = None) -> Iterator[list[Any]]:
+                       limits: UnpackLimits | None = None,
+                       records: Any = None) -> Iterator[list[Any]]:
     """`iter_events` as lists of consecutive events (the batches the C scanner decoded, or
     one event): a caller looping over each list skips resuming three nested generators per
-    event (a tenth of reading a Kineto trace's events, issue #17)."""
+    event (a tenth of reading a Kineto trace's events, issue #17).
+
+    ``records``: a msgspec decoder of a JSON array into typed records
+    (`advisor.ingest.kineto.event_record.records_decoder`); a batch it decodes is a list of its
+    records, any other batch (one it refuses by type, one decoded one value at a time) a list of
+    the values as without it. A batch holds one kind or the other, never both."""
     with open_binary(path, limits) as raw:
-        reader = _TextReader(path, raw, chunk_bytes)
+        reader = _TextReader(path, raw, chunk_bytes, records)
         first = reader.peek()
         if first == "[":
             reader.pos += 1

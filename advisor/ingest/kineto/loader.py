@@ -36,6 +36,7 @@ from advisor.ingest.base import LoadOptions, TraceSource
 from advisor.ingest.compression import codec_of
 from advisor.ingest.input_file import UnpackLimits
 from advisor.ingest.kineto.event_mapper import Collected, EventMapper, clean_text
+from advisor.ingest.kineto.event_record import EventRecord, records_decoder
 from advisor.ingest.kineto.event_stream import (
     TraceDocument,
     gzip_head,
@@ -79,7 +80,7 @@ def load_decoded(path: Path, events: list[Any], metadata: dict[str, Any],
     doc = TraceDocument(metadata=metadata, event_count=len(events), has_event_list=True)
     with gc_paused():
         mapper = EventMapper()
-        add = mapper.add
+        add = mapper.add_record if events and type(events[0]) is EventRecord else mapper.add
         for index, event in enumerate(events):
             add(index, event)
         return _graph(path, doc, mapper.out, options)
@@ -108,10 +109,12 @@ def _graph(path: Path, doc: TraceDocument, collected: Collected, options: LoadOp
 
 
 def _read_events(path: Path, doc: TraceDocument, limits: UnpackLimits) -> Collected:
-    """Stream every event through the mapper (the caller pauses the garbage collector)."""
+    """Stream every event through the mapper (the caller pauses the garbage collector): as
+    records where a batch decodes as such (`event_record`), else as the values decoded."""
     mapper = EventMapper()
-    add, index = mapper.add, 0
-    for batch in iter_event_batches(path, doc, limits=limits):
+    index = 0
+    for batch in iter_event_batches(path, doc, limits=limits, records=records_decoder()):
+        add = mapper.add_record if type(batch[0]) is EventRecord else mapper.add
         for event in batch:
             add(index, event)
             index += 1
