@@ -15,10 +15,10 @@ import json
 import statistics
 
 import pytest
+from advisor.rules import unfused_gemm_gelu as rule
 
 from advisor.analysis import analyze
 from advisor.graph.kernels import has_gelu_epilogue, is_gelu
-from rules import unfused_gemm_gelu as rule
 from tests.conftest import ROOT
 from tests.healthy_findings import ARCHIVE, WAVE12
 
@@ -46,6 +46,14 @@ def test_the_aux_share_is_the_floor_the_epilogue_measured():
     # of the forward and the three gradients
     for r in rows:
         assert max(r["rel_err_vs_tanh"].values()) < 0.01, r
+
+
+def test_every_timed_step_has_its_fixed_capture():
+    """One capture per fixed step the fix was timed on (the store restores them: an empty list
+    would leave the test below with nothing to check)."""
+    stems = {p.name.removesuffix(".json.gz") for p in CAPTURES}
+    assert stems == {"fit-pageable-memcpy", "check-pageable-memcpy", "check-fp32-matmul",
+                     "fit-unfused-attention", "fit-compiler-fusion", "check-compiler-fusion"}
 
 
 @pytest.mark.parametrize("capture", CAPTURES, ids=[p.name for p in CAPTURES])
