@@ -19,11 +19,13 @@ from advisor.rules import unfused_gemm_gelu as rule
 
 from advisor.analysis import analyze
 from advisor.graph.kernels import has_gelu_epilogue, is_gelu
+from tests.archive import archived
 from tests.conftest import ROOT
 from tests.healthy_findings import ARCHIVE, WAVE12
 
 FIXTURES = ROOT / "fixtures"
-CAPTURES = sorted((ARCHIVE / WAVE12 / "captures").glob("*.json.gz"))
+CAPTURES = sorted((ARCHIVE / WAVE12 / "captures").glob("trace_*.json.xz"))
+"""Stored as xz (fixtures/archive/README.md); `archived` gives each back as gzip."""
 
 
 def _finding(path):
@@ -51,7 +53,7 @@ def test_the_aux_share_is_the_floor_the_epilogue_measured():
 def test_every_timed_step_has_its_fixed_capture():
     """One capture per fixed step the fix was timed on (the store restores them: an empty list
     would leave the test below with nothing to check)."""
-    stems = {p.name.removesuffix(".json.gz") for p in CAPTURES}
+    stems = {p.name.removeprefix("trace_").removesuffix(".json.xz") for p in CAPTURES}
     assert stems == {"fit-pageable-memcpy", "check-pageable-memcpy", "check-fp32-matmul",
                      "fit-unfused-attention", "fit-compiler-fusion", "check-compiler-fusion"}
 
@@ -60,6 +62,7 @@ def test_every_timed_step_has_its_fixed_capture():
 def test_the_fixed_steps_raise_nothing_and_hold_the_fused_gemm(capture):
     """The fix's own torch.profiler captures (H200): no GELU kernel runs after a GEMM any more,
     the epilogue GEMM is read as a GEMM (not as a GELU), and the rule is silent."""
+    capture = archived(capture.relative_to(ARCHIVE.parent).with_suffix(".gz"))
     with gzip.open(capture) as f:
         trace = json.loads(f.read())
     names = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel"}
