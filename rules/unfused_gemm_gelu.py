@@ -207,8 +207,9 @@ def _gelu_backwards(ops: Iterable[GpuOp]) -> int:
     """GELU backward kernels (eager's ``GeluBackward``, Inductor's ``..._gelu_backward_...``), and
     GEMMs with a dGELU epilogue (Transformer Engine's backward)."""
     n = 0
-    for o in ops:
-        low = o.name.lower()
-        if ("backward" in low and is_gelu(o.name)) or ("dgelu" in low and has_gelu_epilogue(o.name)):
-            n += 1
+    for o in ops:  # the name tests are memoised; only a GELU's own name is lowered
+        if is_gelu(o.name):
+            n += "backward" in o.name.lower()
+        elif has_gelu_epilogue(o.name):
+            n += "dgelu" in o.name.lower()
     return n
